@@ -1,0 +1,85 @@
+//! A pre-norm transformer block whose two residual updates are scaled by a per-token gate:
+//! `h ← h + g ⊙ Δattn(h)`, `h ← h + g ⊙ Δffn(h)` (paper §2.3, with g = 1 − p_l).
+
+use burn::module::Module;
+use burn::nn::{LayerNorm, LayerNormConfig, Linear};
+use burn::tensor::activation::gelu;
+use burn::tensor::{Device, Tensor};
+
+use crate::attention::CausalSelfAttention;
+use crate::init;
+use crate::sparse;
+
+/// GELU feed-forward network d → d_ff → d, with biases.
+#[derive(Module, Debug)]
+pub struct Ffn {
+    pub fc: Linear,
+    /// Second layer: a residual projection, so it gets the scaled init.
+    pub proj: Linear,
+}
+
+impl Ffn {
+    pub fn init(d_model: usize, d_ff: usize, n_layers: usize, device: &Device) -> Self {
+        Self {
+            fc: init::linear(d_model, d_ff, init::STD, Some(0.0), device),
+            proj: init::linear(d_ff, d_model, init::residual_std(n_layers), Some(0.0), device),
+        }
+    }
+
+    /// Works on any leading shape: [B, T, d] in the dense path, [k, d] rows in the sparse one.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        self.proj.forward(gelu(self.fc.forward(x)))
+    }
+}
+
+/// What multiplies a block's residual updates, per token.
+#[derive(Debug, Clone)]
+pub enum Gate {
+    /// g = 1: the stem, the dense baseline, and early exit in training.
+    Open,
+    /// g ∈ [0, 1] of shape [B, T, 1]: TSA's soft gate 1 − p, MoD's masked router weight.
+    Soft(Tensor<3>),
+    /// Sparse execution (§3.6): only the rows `keep` (flat indices into B·T) run the FFN, via
+    /// gather/scatter; attention runs for every token (their K/V are needed) but its update is
+    /// multiplied by `scale` [B, T, 1], which is zero on the halted tokens.
+    Hard { keep: Tensor<1, burn::tensor::Int>, scale: Tensor<3> },
+}
+
+#[derive(Module, Debug)]
+pub struct Block {
+    pub ln_attn: LayerNorm,
+    pub attn: CausalSelfAttention,
+    pub ln_ffn: LayerNorm,
+    pub ffn: Ffn,
+}
+
+impl Block {
+    pub fn init(d_model: usize, n_heads: usize, d_ff: usize, n_layers: usize, device: &Device) -> Self {
+        Self {
+            ln_attn: LayerNormConfig::new(d_model).init(device),
+            attn: CausalSelfAttention::init(d_model, n_heads, n_layers, device),
+            ln_ffn: LayerNormConfig::new(d_model).init(device),
+            ffn: Ffn::init(d_model, d_ff, n_layers, device),
+        }
+    }
+
+    /// `h`: [B, T, d] → [B, T, d].
+    pub fn forward(&self, h: Tensor<3>, gate: &Gate) -> Tensor<3> {
+        let attn = |h: Tensor<3>| self.attn.forward(self.ln_attn.forward(h));
+        match gate {
+            Gate::Open => {
+                let h = h.clone() + attn(h);
+                h.clone() + self.ffn.forward(self.ln_ffn.forward(h))
+            }
+            Gate::Soft(g) => {
+                let h = h.clone() + g.clone() * attn(h);
+                h.clone() + g.clone() * self.ffn.forward(self.ln_ffn.forward(h))
+            }
+            Gate::Hard { keep, scale } => {
+                let h = h.clone() + scale.clone() * attn(h);
+                let x = self.ln_ffn.forward(h.clone());
+                h + sparse::ffn_rows(&self.ffn, x, keep.clone(), scale.clone())
+            }
+        }
+    }
+}

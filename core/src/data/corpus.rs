@@ -1,0 +1,91 @@
+//! A character corpus, its contiguous 80/10/10 train/val/test split, and seeded random windows.
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::data::tokenizer::CharTokenizer;
+use crate::error::{Result, TsaError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Split {
+    Train,
+    Val,
+    Test,
+}
+
+/// The encoded corpus with its split boundaries.
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    pub tokenizer: CharTokenizer,
+    tokens: Vec<u32>,
+    val_start: usize,
+    test_start: usize,
+}
+
+impl Corpus {
+    /// From raw bytes: refuses non-UTF-8 (saying where) and empty input.
+    pub fn from_bytes(bytes: &[u8], context: usize) -> Result<Self> {
+        let text = std::str::from_utf8(bytes).map_err(|e| TsaError::NotUtf8 { offset: e.valid_up_to() })?;
+        Self::from_text(text, context)
+    }
+
+    /// Fits the tokenizer on the whole text and splits 80/10/10 contiguously. Every split must
+    /// hold at least one window of `context + 1` characters.
+    pub fn from_text(text: &str, context: usize) -> Result<Self> {
+        let tokenizer = CharTokenizer::fit(text)?;
+        Self::with_tokenizer(text, tokenizer, context)
+    }
+
+    /// Encodes `text` with an existing vocabulary (e.g. a checkpoint's).
+    pub fn with_tokenizer(text: &str, tokenizer: CharTokenizer, context: usize) -> Result<Self> {
+        if text.is_empty() {
+            return Err(TsaError::EmptyCorpus);
+        }
+        let tokens = tokenizer.encode(text)?;
+        let n = tokens.len();
+        let (val_start, test_start) = (n * 8 / 10, n * 9 / 10);
+        let smallest = val_start.min(test_start - val_start).min(n - test_start);
+        if smallest < context + 1 {
+            // Each tenth must hold a window: the whole text needs about 10 × (context + 1).
+            return Err(TsaError::CorpusTooShort { len: n, needed: 10 * (context + 1) });
+        }
+        Ok(Self { tokenizer, tokens, val_start, test_start })
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    pub fn split(&self, split: Split) -> &[u32] {
+        match split {
+            Split::Train => &self.tokens[..self.val_start],
+            Split::Val => &self.tokens[self.val_start..self.test_start],
+            Split::Test => &self.tokens[self.test_start..],
+        }
+    }
+
+    /// `batch` windows of `context` inputs and their next-character targets, starting at
+    /// uniformly random offsets drawn from `rng`. Rows are flattened [batch · context].
+    pub fn sample(&self, split: Split, batch: usize, context: usize, rng: &mut StdRng) -> (Vec<i32>, Vec<i32>) {
+        let data = self.split(split);
+        let max_start = data.len() - context - 1;
+        let mut inputs = Vec::with_capacity(batch * context);
+        let mut targets = Vec::with_capacity(batch * context);
+        for _ in 0..batch {
+            let s = rng.random_range(0..=max_start);
+            inputs.extend(data[s..s + context].iter().map(|&x| x as i32));
+            targets.extend(data[s + 1..s + context + 1].iter().map(|&x| x as i32));
+        }
+        (inputs, targets)
+    }
+
+    /// A fixed, seeded set of evaluation windows: the same every time for the same arguments.
+    pub fn eval_windows(&self, split: Split, n_batches: usize, batch: usize, context: usize, seed: u64) -> Vec<(Vec<i32>, Vec<i32>)> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        (0..n_batches).map(|_| self.sample(split, batch, context, &mut rng)).collect()
+    }
+}

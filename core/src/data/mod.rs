@@ -1,0 +1,11 @@
+//! Data: the character tokenizer, corpus splits and batches, and the synthetic copy/sort tasks.
+
+pub mod batch;
+pub mod corpus;
+pub mod tasks;
+pub mod tokenizer;
+
+pub use batch::Batch;
+pub use corpus::{Corpus, Split};
+pub use tasks::{Task, TaskSet};
+pub use tokenizer::CharTokenizer;

@@ -1,0 +1,29 @@
+//! Token-Selective Attention (TSA): a pre-norm decoder whose blocks after the stem are gated per
+//! token by learned routers, with the dense, early-exit and Mixture-of-Depths baselines.
+//!
+//! Where the paper's parts live: routers and gates (§2.2) in [`routing`], the gated block update
+//! (§2.3) in [`block`], depth loss and α/TLOps (§2.4–2.5) in [`metrics`], sparse inference (§3.6)
+//! in [`sparse`], the forward pass (§2.1) in [`model`].
+
+pub mod attention;
+pub mod block;
+pub mod checkpoint;
+pub mod config;
+pub mod data;
+pub mod error;
+pub mod init;
+pub mod loss;
+pub mod metrics;
+pub mod model;
+pub mod optim;
+pub mod read;
+pub mod routing;
+pub mod sparse;
+pub mod train;
+
+pub use config::{Routing, TsaConfig};
+pub use error::{Result, TsaError};
+pub use model::{Execution, ModelOutput, TsaModel};
+pub use optim::TrainConfig;
+pub use routing::KeepScale;
+pub use train::{EvalStats, StepStats, Trainer, evaluate};

@@ -1,0 +1,212 @@
+//! The decoder: embeddings → stem block → (router → gated block)×(L−1) → LayerNorm → tied head.
+//!
+//! One forward path for every variant; only the gate handed to each block after the stem varies
+//! (§2.1: h ← f₀(h), p_l = r_l(h), h ← f_{l+1}(h, p_l), l = 0…L−2).
+
+use burn::module::{Module, Param};
+use burn::nn::{Embedding, LayerNorm, LayerNormConfig};
+use burn::tensor::activation::softmax;
+use burn::tensor::{Device, Int, Tensor};
+
+use crate::block::{Block, Gate};
+use crate::config::{Routing, TsaConfig};
+use crate::error::Result;
+use crate::init;
+use crate::routing::{self, KeepScale, Router};
+use crate::sparse;
+
+/// How the routed blocks execute.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Execution {
+    /// The variant's training-time gate: soft 1 − p for TSA, top-k for MoD, all blocks for dense
+    /// and early exit. Validation loss is measured this way too.
+    Train,
+    /// Hard routing at inference with real skipped work: TSA tokens with p > 0.5 skip the FFN by
+    /// gather/scatter and their attention update is masked (§3.6); MoD keeps the tokens whose
+    /// router weight 1 − p > 0.5 (a causal rule, trained by the auxiliary loss); dense and early
+    /// exit run every block.
+    Sparse(KeepScale),
+    /// Early-exit inference: a token stops after the first block whose exit classifier's max
+    /// softmax probability exceeds `threshold`; its state is frozen and its prediction is that
+    /// exit's. Other variants run as in `Train`.
+    Exit { threshold: f64 },
+}
+
+/// What a forward pass produces besides the logits.
+#[derive(Debug, Clone)]
+pub struct ModelOutput {
+    /// [B, T, V] next-token logits.
+    pub logits: Tensor<3>,
+    /// Per router l = 0…L−2: halting probability p_l [B, T] (early exit: 1 once exited).
+    pub halting: Vec<Tensor<2>>,
+    /// Per router: the share of block l+1's update each token received [B, T] — 1 − p_l for
+    /// soft TSA, the executed 0/1 mask for hard routing, MoD's and early exit's.
+    pub active: Vec<Tensor<2>>,
+    /// Early exit in training: logits of the exit after every block (the last is `logits`).
+    pub exit_logits: Vec<Tensor<3>>,
+    /// MoD: the router's binary cross-entropy against its own top-k choice (the auxiliary loss
+    /// of Raposo et al. that makes the causal inference rule possible).
+    pub router_aux: Option<Tensor<1>>,
+}
+
+#[derive(Module, Debug)]
+pub struct TsaModel {
+    /// Token embedding, also the output head (tied). No padding index: token 0 is a real
+    /// character (newline in Tiny-Shakespeare) whose gradient must flow.
+    pub tok_emb: Embedding,
+    /// Learned positions [context, d].
+    pub pos_emb: Param<Tensor<2>>,
+    pub blocks: Vec<Block>,
+    /// r_0 … r_{L−2} (TSA and MoD only).
+    pub routers: Vec<Router>,
+    /// Early exit only: LayerNorm before each of the exits after blocks 0…L−2.
+    pub exit_norms: Vec<LayerNorm>,
+    pub ln_f: LayerNorm,
+    #[module(skip)]
+    pub config: TsaConfig,
+}
+
+impl TsaConfig {
+    /// Builds the model with the paper's initialisation, refusing impossible shapes.
+    pub fn init(&self, device: &Device) -> Result<TsaModel> {
+        self.validate()?;
+        let (d, l) = (self.d_model, self.n_layers);
+        let routers = if self.routing.has_routers() {
+            (0..self.n_routers()).map(|_| Router::init(d, self.router_width(), device)).collect()
+        } else {
+            Vec::new()
+        };
+        let exit_norms = if self.routing == Routing::EarlyExit {
+            (0..self.n_routers()).map(|_| LayerNormConfig::new(d).init(device)).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(TsaModel {
+            tok_emb: Embedding { weight: init::normal([self.vocab_size, d], init::STD, device) },
+            pos_emb: init::normal([self.context, d], init::STD, device),
+            blocks: (0..l).map(|_| Block::init(d, self.n_heads, self.d_ff, l, device)).collect(),
+            routers,
+            exit_norms,
+            ln_f: LayerNormConfig::new(d).init(device),
+            config: self.clone(),
+        })
+    }
+}
+
+impl TsaModel {
+    /// `tokens`: [B, T] with T ≤ context. Panics if T exceeds the context (callers crop).
+    pub fn forward(&self, tokens: Tensor<2, Int>, exec: Execution) -> ModelOutput {
+        let [b, t] = tokens.dims();
+        assert!(t <= self.config.context, "sequence length {t} exceeds the context {}", self.config.context);
+        let device = tokens.device();
+        let pos = self.pos_emb.val().narrow(0, 0, t).unsqueeze::<3>();
+        let mut h = self.blocks[0].forward(self.tok_emb.forward(tokens) + pos, &Gate::Open);
+
+        let mut out = ModelOutput {
+            logits: Tensor::zeros([1, 1, 1], &device),
+            halting: Vec::new(),
+            active: Vec::new(),
+            exit_logits: Vec::new(),
+            router_aux: None,
+        };
+        // Early-exit inference: which tokens still run, and the predictions of those that left.
+        let mut still = Tensor::<2>::ones([b, t], &device);
+        let mut exited_logits = Tensor::<3>::zeros([b, t, self.config.vocab_size], &device);
+
+        for l in 0..self.config.n_routers() {
+            let gate = match (self.config.routing, exec) {
+                (Routing::Dense, _) => Gate::Open,
+                (Routing::Tsa { .. }, Execution::Sparse(scale)) => {
+                    let p = self.routers[l].forward(h.clone());
+                    let keep = routing::kept(p.clone());
+                    let keep_f = keep.clone().float();
+                    let scale = match scale {
+                        KeepScale::OneMinusP => keep_f.clone() * (p.clone().neg() + 1.0),
+                        KeepScale::One => keep_f.clone(),
+                    };
+                    out.halting.push(p);
+                    out.active.push(keep_f);
+                    Gate::Hard { keep: sparse::keep_indices(keep), scale: scale.unsqueeze_dim(2) }
+                }
+                (Routing::Tsa { .. }, _) => {
+                    let p = self.routers[l].forward(h.clone());
+                    let g = p.clone().neg() + 1.0;
+                    out.halting.push(p);
+                    out.active.push(g.clone());
+                    Gate::Soft(g.unsqueeze_dim(2))
+                }
+                (Routing::MixtureOfDepths { .. }, Execution::Sparse(scale)) => {
+                    let p = self.routers[l].forward(h.clone());
+                    let w = p.clone().neg() + 1.0;
+                    let keep = w.clone().greater_elem(routing::HALT_THRESHOLD);
+                    let keep_f = keep.clone().float();
+                    let scale = match scale {
+                        KeepScale::OneMinusP => keep_f.clone() * w,
+                        KeepScale::One => keep_f.clone(),
+                    };
+                    out.halting.push(p);
+                    out.active.push(keep_f);
+                    Gate::Hard { keep: sparse::keep_indices(keep), scale: scale.unsqueeze_dim(2) }
+                }
+                (Routing::MixtureOfDepths { capacity }, _) => {
+                    let p = self.routers[l].forward(h.clone());
+                    let w = p.clone().neg() + 1.0;
+                    let chosen = routing::top_k_mask(w.clone().detach(), routing::capacity_k(capacity, t));
+                    let aux = binary_cross_entropy(w.clone(), chosen.clone());
+                    out.router_aux = Some(match out.router_aux.take() {
+                        Some(acc) => acc + aux,
+                        None => aux,
+                    });
+                    out.halting.push(p);
+                    out.active.push(chosen.clone());
+                    Gate::Soft((chosen * w).unsqueeze_dim(2))
+                }
+                (Routing::EarlyExit, Execution::Exit { threshold }) => {
+                    let logits = self.head(self.exit_norms[l].forward(h.clone()));
+                    let confidence = softmax(logits.clone(), 2).max_dim(2).squeeze_dim::<2>(2);
+                    let leaves = still.clone() * confidence.greater_elem(threshold).float();
+                    exited_logits = exited_logits + leaves.clone().unsqueeze_dim(2) * logits;
+                    still = still - leaves;
+                    out.halting.push(still.clone().neg() + 1.0);
+                    out.active.push(still.clone());
+                    Gate::Soft(still.clone().unsqueeze_dim(2))
+                }
+                (Routing::EarlyExit, Execution::Train) => {
+                    out.exit_logits.push(self.head(self.exit_norms[l].forward(h.clone())));
+                    Gate::Open
+                }
+                (Routing::EarlyExit, Execution::Sparse(_)) => Gate::Open,
+            };
+            h = self.blocks[l + 1].forward(h, &gate);
+        }
+
+        let logits = self.head(self.ln_f.forward(h));
+        out.logits = match (self.config.routing, exec) {
+            (Routing::EarlyExit, Execution::Exit { .. }) => exited_logits + still.unsqueeze_dim(2) * logits,
+            (Routing::EarlyExit, Execution::Train) => {
+                out.exit_logits.push(logits.clone());
+                logits
+            }
+            _ => logits,
+        };
+        if let Some(aux) = out.router_aux.take() {
+            out.router_aux = Some(aux.div_scalar(self.config.n_routers() as f64));
+        }
+        out
+    }
+
+    /// Output head tied to the token embedding: [B, T, d] → [B, T, V].
+    fn head(&self, x: Tensor<3>) -> Tensor<3> {
+        let [b, t, d] = x.dims();
+        let w = self.tok_emb.weight.val(); // [V, d]
+        x.reshape([b * t, d]).matmul(w.transpose()).reshape([b, t, self.config.vocab_size])
+    }
+}
+
+/// Mean binary cross-entropy of probabilities `p` against 0/1 `target`, clamped away from 0 and 1.
+fn binary_cross_entropy(p: Tensor<2>, target: Tensor<2>) -> Tensor<1> {
+    let p = p.clamp(1e-6, 1.0 - 1e-6);
+    let pos = target.clone() * p.clone().log();
+    let neg = (target.neg() + 1.0) * (p.neg() + 1.0).log();
+    (pos + neg).neg().mean()
+}

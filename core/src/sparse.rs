@@ -1,0 +1,32 @@
+//! Sparse inference (§3.6): only the kept tokens run the FFN, gathered into a dense [k, d] block
+//! and scattered back; the halted rows get a zero update.
+
+use burn::tensor::{Bool, Int, IndexingUpdateOp, Tensor};
+
+use crate::block::Ffn;
+
+/// Flat indices (into B·T) of the `true` entries of `keep` [B, T].
+///
+/// This reads the mask back to the host (`argwhere` is a synchronous read), so sparse execution
+/// is a native-inference path; the browser trains and evaluates with soft gates.
+pub fn keep_indices(keep: Tensor<2, Bool>) -> Tensor<1, Int> {
+    let n = keep.shape().num_elements();
+    let idx = keep.reshape([n]).argwhere();
+    let k = idx.dims()[0];
+    idx.reshape([k])
+}
+
+/// The FFN update for the rows `keep` of `x` [B, T, d], each scaled by its `scale` [B, T, 1];
+/// zero elsewhere. Equal to `scale ⊙ ffn(x)` when `scale` is zero off `keep`.
+pub fn ffn_rows(ffn: &Ffn, x: Tensor<3>, keep: Tensor<1, Int>, scale: Tensor<3>) -> Tensor<3> {
+    let [b, t, d] = x.dims();
+    let flat = x.reshape([b * t, d]);
+    let out = flat.zeros_like();
+    if keep.dims()[0] == 0 {
+        return out.reshape([b, t, d]);
+    }
+    let rows = ffn.forward(flat.select(0, keep.clone()));
+    let rows = rows * scale.reshape([b * t, 1]).select(0, keep.clone());
+    out.select_assign(0, keep, rows, IndexingUpdateOp::Assign)
+        .reshape([b, t, d])
+}

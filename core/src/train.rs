@@ -1,0 +1,130 @@
+//! The trainer: one optimiser step and one evaluation, both awaitable so the browser can drive
+//! them; no synchronous tensor read on either path.
+
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Tensor};
+
+use crate::config::TsaConfig;
+use crate::data::Batch;
+use crate::error::{Result, TsaError};
+use crate::loss::{self, cross_entropy};
+use crate::metrics;
+use crate::model::{Execution, TsaModel};
+use crate::optim::{self, TrainConfig};
+use crate::read;
+
+/// What one step reports (all values read back once, asynchronously).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct StepStats {
+    /// Steps completed, this one included.
+    pub step: usize,
+    /// The minimised objective (task loss + the variant's extra term).
+    pub loss: f32,
+    /// Cross-entropy of the final prediction, nats.
+    pub task_loss: f32,
+    /// Active fraction α of this batch (1 without routers).
+    pub alpha: f32,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f32,
+    pub lr: f64,
+}
+
+/// Evaluation over a fixed set of batches.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct EvalStats {
+    /// Mean cross-entropy, nats.
+    pub loss: f64,
+    pub bpc: f64,
+    pub alpha: f64,
+    pub tlops_saved: f64,
+    /// Token accuracy of the argmax prediction over the scored positions.
+    pub accuracy: f64,
+}
+
+pub struct Trainer {
+    /// The model being trained, on an autodiff device.
+    pub model: TsaModel,
+    pub config: TrainConfig,
+    /// Optimiser steps completed.
+    pub step: usize,
+    optim: ModuleOptimizer,
+}
+
+impl Trainer {
+    /// A fresh model on `device` (autodiff is added if missing), seeded by `train.seed`.
+    pub fn new(model: &TsaConfig, train: TrainConfig, device: &Device) -> Result<Self> {
+        train.validate()?;
+        let device = if device.is_autodiff() { device.clone() } else { device.clone().autodiff() };
+        device.seed(train.seed);
+        Ok(Self::from_model(model.init(&device)?, train, 0))
+    }
+
+    /// Continues training `model` (e.g. loaded from a checkpoint) from `step`.
+    pub fn from_model(model: TsaModel, train: TrainConfig, step: usize) -> Self {
+        let optim = optim::adamw(&model, &train);
+        Self { model, config: train, step, optim }
+    }
+
+    /// One optimiser step on `batch`. A non-finite loss or gradient leaves the model and the
+    /// optimiser as they were and returns [`TsaError::NonFiniteLoss`].
+    pub async fn step(&mut self, batch: &Batch) -> Result<StepStats> {
+        let routing = self.model.config.routing;
+        let out = self.model.forward(batch.inputs.clone(), Execution::Train);
+        let alpha = metrics::alpha(&out.active);
+        let obj = loss::objective(routing, &out, batch.targets.clone(), batch.mask.clone());
+        let grads = GradientsParams::from_grads(obj.total.backward(), &self.model);
+        let (grads, norm) = optim::clip_global_norm(&self.model, grads, self.config.grad_clip);
+
+        let device = norm.device();
+        let alpha = alpha.map(|a| a.detach().inner()).unwrap_or_else(|| Tensor::ones([1], &device));
+        let stats = Tensor::cat(vec![obj.total.detach().inner(), obj.task.detach().inner(), alpha, norm], 0);
+        let v = read::floats(stats).await?;
+        if let Some(&bad) = v.iter().find(|x| !x.is_finite()) {
+            return Err(TsaError::NonFiniteLoss { step: self.step + 1, value: bad });
+        }
+
+        let lr = self.config.lr_at(self.step);
+        self.model = self.optim.step(lr, self.model.clone(), grads);
+        self.step += 1;
+        Ok(StepStats { step: self.step, loss: v[0], task_loss: v[1], alpha: v[2], grad_norm: v[3], lr })
+    }
+
+    /// The model without autodiff, for evaluation and inference.
+    pub fn inference_model(&self) -> TsaModel {
+        self.model.valid()
+    }
+}
+
+/// Mean loss, α and accuracy over `batches`, reading back once at the end.
+pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> Result<EvalStats> {
+    if batches.is_empty() {
+        return Err(TsaError::InvalidConfig("evaluation needs at least one batch".into()));
+    }
+    let mut rows = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let out = model.forward(batch.inputs.clone(), exec);
+        let device = out.logits.device();
+        let alpha = metrics::alpha(&out.active).unwrap_or_else(|| Tensor::ones([1], &device));
+        let [b, t] = batch.targets.dims();
+        let hits = out.logits.clone().argmax(2).reshape([b, t]).equal(batch.targets.clone()).float();
+        let mask = batch.mask.clone().unwrap_or_else(|| Tensor::ones([b, t], &device));
+        let accuracy = (hits * mask.clone()).sum().div(mask.sum().clamp_min(1.0));
+        let ce = cross_entropy(out.logits, batch.targets.clone(), batch.mask.clone());
+        rows.push(Tensor::cat(vec![ce, alpha, accuracy], 0));
+    }
+    let v = read::floats(Tensor::stack::<2>(rows, 0)).await?;
+    let n = batches.len() as f64;
+    let mean = |k: usize| v.iter().skip(k).step_by(3).map(|&x| x as f64).sum::<f64>() / n;
+    let (loss, alpha, accuracy) = (mean(0), mean(1), mean(2));
+    if !loss.is_finite() {
+        return Err(TsaError::NonFiniteLoss { step: 0, value: loss as f32 });
+    }
+    Ok(EvalStats {
+        loss,
+        bpc: metrics::bpc(loss),
+        alpha,
+        tlops_saved: metrics::tlops_saved(alpha, model.config.n_layers),
+        accuracy,
+    })
+}

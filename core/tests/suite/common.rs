@@ -1,0 +1,46 @@
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use tsa_core::{Routing, TsaConfig, TsaModel};
+
+pub fn cpu() -> Device {
+    Device::flex()
+}
+
+pub fn all_routings() -> Vec<Routing> {
+    vec![
+        Routing::Dense,
+        Routing::Tsa { lambda: 0.01 },
+        Routing::EarlyExit,
+        Routing::MixtureOfDepths { capacity: 0.5 },
+    ]
+}
+
+/// A very small model: d=32, L=3, H=2, d_ff=64, context 16.
+pub fn micro(vocab: usize, routing: Routing) -> TsaConfig {
+    TsaConfig::new(vocab)
+        .with_d_model(32)
+        .with_n_layers(3)
+        .with_n_heads(2)
+        .with_d_ff(64)
+        .with_context(16)
+        .with_routing(routing)
+}
+
+pub fn model(config: &TsaConfig, seed: u64, device: &Device) -> TsaModel {
+    device.seed(seed);
+    config.init(device).expect("valid test config")
+}
+
+pub fn tokens(rows: &[Vec<i32>], device: &Device) -> Tensor<2, Int> {
+    let t = rows[0].len();
+    let flat: Vec<i32> = rows.iter().flatten().copied().collect();
+    Tensor::from_data(TensorData::new(flat, [rows.len(), t]), device)
+}
+
+pub fn floats<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    tsa_core::read::block_on(tsa_core::read::floats(t)).expect("read")
+}
+
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}

@@ -1,0 +1,10 @@
+//! tsa-core's test suite, one binary (each binary links Burn, which is slow in release).
+
+mod common;
+
+mod checkpoint;
+mod data;
+mod metrics;
+mod model;
+mod sparse;
+mod train;

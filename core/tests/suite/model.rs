@@ -1,0 +1,140 @@
+use burn::module::Module;
+use burn::tensor::Tensor;
+use tsa_core::loss::objective;
+use tsa_core::{Execution, KeepScale, Routing, TsaConfig};
+
+use crate::common::*;
+
+#[test]
+fn parameter_counts_match_the_paper() {
+    // Table 2: baseline 4,782,336, TSA 4,864,901 (+1.7%) at d=256, L=6, H=8, d_ff=1024, ctx 128.
+    let device = cpu();
+    let dense = TsaConfig::paper_lm(65, Routing::Dense).init(&device).unwrap();
+    let tsa = TsaConfig::paper_lm(65, Routing::Tsa { lambda: 0.001 }).init(&device).unwrap();
+    assert_eq!(dense.num_params(), 4_782_336);
+    assert_eq!(tsa.num_params(), 4_864_901);
+    let overhead = tsa.num_params() as f64 / dense.num_params() as f64 - 1.0;
+    assert!((overhead - 0.017).abs() < 0.0005, "overhead {overhead}");
+}
+
+#[test]
+fn synthetic_model_sizes_match_the_paper() {
+    // §3.1: baseline 1.20M, TSA 1.22M parameters.
+    let device = cpu();
+    let dense = TsaConfig::paper_synthetic(Routing::Dense).init(&device).unwrap();
+    let tsa = TsaConfig::paper_synthetic(Routing::Tsa { lambda: 0.001 }).init(&device).unwrap();
+    assert_eq!((dense.num_params() as f64 / 1e4).round() / 100.0, 1.20);
+    assert_eq!((tsa.num_params() as f64 / 1e4).round() / 100.0, 1.22);
+}
+
+#[test]
+fn impossible_configs_are_refused_with_a_reason() {
+    let device = cpu();
+    let err = micro(10, Routing::Dense).with_n_heads(3).init(&device).unwrap_err();
+    assert!(err.to_string().contains("divisible"), "{err}");
+    let err = micro(10, Routing::Tsa { lambda: 0.0 }).with_n_layers(1).init(&device).unwrap_err();
+    assert!(err.to_string().contains("at least 2 blocks"), "{err}");
+    let err = micro(10, Routing::Tsa { lambda: f64::NAN }).init(&device).unwrap_err();
+    assert!(err.to_string().contains("λ"), "{err}");
+    let err = micro(10, Routing::MixtureOfDepths { capacity: 0.0 }).init(&device).unwrap_err();
+    assert!(err.to_string().contains("capacity"), "{err}");
+    assert!(micro(0, Routing::Dense).init(&device).is_err());
+}
+
+#[test]
+fn routers_start_near_sigmoid_of_minus_one() {
+    let device = cpu();
+    let cfg = TsaConfig::tiny(65, Routing::Tsa { lambda: 0.0 });
+    let model = model(&cfg, 7, &device);
+    let toks = tokens(&[(0..64).map(|i| (i * 7) % 65).collect()], &device);
+    let out = model.forward(toks, Execution::Train);
+    assert_eq!(out.halting.len(), cfg.n_layers - 1);
+    let expected = 1.0 / (1.0 + std::f32::consts::E); // σ(−1) ≈ 0.2689
+    for p in out.halting {
+        let mean = floats(p.mean())[0];
+        assert!((mean - expected).abs() < 0.02, "router mean p = {mean}, expected ≈ {expected}");
+    }
+}
+
+/// Changing the last token must leave every earlier position's logits and halting
+/// probabilities unchanged, for every causal execution of every variant.
+#[test]
+fn changing_a_later_token_leaves_earlier_positions_unchanged() {
+    let device = cpu();
+    let a: Vec<i32> = vec![3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8];
+    let mut b = a.clone();
+    *b.last_mut().unwrap() = 7;
+    let t = a.len();
+    let cases = [
+        (Routing::Dense, Execution::Train),
+        (Routing::Tsa { lambda: 0.0 }, Execution::Train),
+        (Routing::Tsa { lambda: 0.0 }, Execution::Sparse(KeepScale::OneMinusP)),
+        (Routing::EarlyExit, Execution::Train),
+        (Routing::EarlyExit, Execution::Exit { threshold: 0.05 }),
+        (Routing::MixtureOfDepths { capacity: 0.5 }, Execution::Sparse(KeepScale::OneMinusP)),
+    ];
+    for (routing, exec) in cases {
+        let model = model(&micro(10, routing), 3, &device);
+        let oa = model.forward(tokens(&[a.clone()], &device), exec);
+        let ob = model.forward(tokens(&[b.clone()], &device), exec);
+        let early = |x: Tensor<3>| floats(x.narrow(1, 0, t - 1));
+        let d = max_abs_diff(&early(oa.logits.clone()), &early(ob.logits.clone()));
+        assert!(d < 1e-5, "{routing:?}/{exec:?}: earlier logits moved by {d}");
+        // The last position's logits do change: the test can fail.
+        let last = |x: Tensor<3>| floats(x.narrow(1, t - 1, 1));
+        assert!(max_abs_diff(&last(oa.logits), &last(ob.logits)) > 1e-4);
+        for (pa, pb) in oa.halting.iter().zip(&ob.halting) {
+            let e = |x: &Tensor<2>| floats(x.clone().narrow(1, 0, t - 1));
+            let d = max_abs_diff(&e(pa), &e(pb));
+            assert!(d < 1e-5, "{routing:?}/{exec:?}: earlier halting moved by {d}");
+        }
+    }
+}
+
+#[test]
+fn mixture_of_depths_top_k_keeps_capacity_per_sequence() {
+    let device = cpu();
+    let cfg = micro(10, Routing::MixtureOfDepths { capacity: 0.25 });
+    let model = model(&cfg, 5, &device);
+    let toks = tokens(&[(0..16).map(|i| i % 10).collect(), (0..16).map(|i| (i * 3) % 10).collect()], &device);
+    let out = model.forward(toks, Execution::Train);
+    for a in &out.active {
+        let rows = floats(a.clone().sum_dim(1));
+        assert_eq!(rows, vec![4.0, 4.0], "each sequence keeps ceil(0.25·16) = 4 tokens");
+    }
+    assert!(out.router_aux.is_some());
+}
+
+#[test]
+fn router_gets_gradient_from_the_task_loss_alone_at_lambda_zero() {
+    let device = cpu().autodiff();
+    let cfg = micro(10, Routing::Tsa { lambda: 0.0 });
+    let model = model(&cfg, 11, &device);
+    let x = tokens(&[vec![1, 2, 3, 4, 5, 6, 7, 8]], &device);
+    let y = tokens(&[vec![2, 3, 4, 5, 6, 7, 8, 9]], &device);
+    let out = model.forward(x, Execution::Train);
+    let obj = objective(cfg.routing, &out, y, None);
+    let grads = obj.total.backward();
+    for (l, r) in model.routers.iter().enumerate() {
+        for w in [r.fc.weight.val(), r.out.weight.val()] {
+            let g = w.grad(&grads).expect("router weight has a gradient");
+            let norm = floats(g.abs().sum())[0];
+            assert!(norm > 0.0, "router {l} got a zero gradient at λ = 0");
+        }
+    }
+}
+
+#[test]
+fn early_exit_threshold_above_one_runs_every_block() {
+    let device = cpu();
+    let model = model(&micro(10, Routing::EarlyExit), 2, &device);
+    let x = tokens(&[vec![1, 2, 3, 4, 5, 6]], &device);
+    let dense = model.forward(x.clone(), Execution::Train);
+    let never = model.forward(x.clone(), Execution::Exit { threshold: 1.1 });
+    assert!(max_abs_diff(&floats(dense.logits), &floats(never.logits.clone())) < 1e-5);
+    let alpha = floats(tsa_core::metrics::alpha(&never.active).unwrap())[0];
+    assert_eq!(alpha, 1.0);
+    // A threshold of 0 exits every token after the stem: α = 0.
+    let always = model.forward(x, Execution::Exit { threshold: 0.0 });
+    assert_eq!(floats(tsa_core::metrics::alpha(&always.active).unwrap())[0], 0.0);
+}

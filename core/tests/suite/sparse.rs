@@ -1,0 +1,75 @@
+use burn::tensor::{Bool, Tensor, TensorData};
+use proptest::prelude::*;
+use tsa_core::block::{Block, Gate};
+use tsa_core::sparse::keep_indices;
+
+use crate::common::*;
+
+/// Runs one block with a hard gate (gather/scatter FFN) and with the same gate applied densely.
+fn hard_vs_masked(b: usize, t: usize, d: usize, keep: Vec<bool>, scale: Vec<f32>, seed: u64) -> f32 {
+    let device = cpu();
+    device.seed(seed);
+    let block = Block::init(d, 2, 2 * d, 3, &device);
+    let h = Tensor::<3>::random([b, t, d], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let keep_t = Tensor::<2, Bool>::from_data(TensorData::new(keep.clone(), [b, t]), &device);
+    let raw = Tensor::<2>::from_data(TensorData::new(scale, [b, t]), &device);
+    let scale = (raw * keep_t.clone().float()).unsqueeze_dim::<3>(2);
+    let hard = block.forward(h.clone(), &Gate::Hard { keep: keep_indices(keep_t), scale: scale.clone() });
+    let dense = block.forward(h, &Gate::Soft(scale));
+    max_abs_diff(&floats(hard), &floats(dense))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn sparse_block_equals_hard_masked_dense_block(
+        b in 1usize..4, t in 1usize..12, half_d in 2usize..9,
+        seed in any::<u64>(), bits in proptest::collection::vec(any::<bool>(), 48),
+        scales in proptest::collection::vec(0.0f32..1.0, 48),
+    ) {
+        let d = 2 * half_d;
+        let n = b * t;
+        let diff = hard_vs_masked(b, t, d, bits[..n].to_vec(), scales[..n].to_vec(), seed);
+        prop_assert!(diff < 1e-5, "max |sparse − masked dense| = {diff}");
+    }
+}
+
+#[test]
+fn sparse_block_with_nothing_halted_equals_the_dense_block() {
+    let device = cpu();
+    device.seed(1);
+    let block = Block::init(16, 2, 32, 3, &device);
+    let h = Tensor::<3>::random([2, 5, 16], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let all = Tensor::<2, Bool>::from_data(TensorData::new(vec![true; 10], [2, 5]), &device);
+    let hard = block.forward(h.clone(), &Gate::Hard { keep: keep_indices(all), scale: Tensor::ones([2, 5, 1], &device) });
+    let dense = block.forward(h, &Gate::Open);
+    assert!(max_abs_diff(&floats(hard), &floats(dense)) < 1e-6);
+}
+
+#[test]
+fn everything_halted_leaves_the_state_unchanged() {
+    let device = cpu();
+    let block = Block::init(16, 2, 32, 3, &device);
+    let h = Tensor::<3>::random([1, 4, 16], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let none = Tensor::<2, Bool>::from_data(TensorData::new(vec![false; 4], [1, 4]), &device);
+    let out = block.forward(h.clone(), &Gate::Hard { keep: keep_indices(none), scale: Tensor::zeros([1, 4, 1], &device) });
+    assert_eq!(floats(out), floats(h));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn top_k_mask_matches_a_sort(w in proptest::collection::vec(0u8..6, 1..20), k_frac in 0.05f64..1.0) {
+        // Small integer weights make ties common; ties go to the earlier position.
+        let t = w.len();
+        let k = tsa_core::routing::capacity_k(k_frac, t);
+        let device = cpu();
+        let wt = Tensor::<2>::from_data(TensorData::new(w.iter().map(|&x| x as f32).collect::<Vec<_>>(), [1, t]), &device);
+        let got = floats(tsa_core::routing::top_k_mask(wt, k));
+        let mut order: Vec<usize> = (0..t).collect();
+        order.sort_by(|&i, &j| w[j].cmp(&w[i]).then(i.cmp(&j)));
+        let mut want = vec![0.0f32; t];
+        for &i in &order[..k] { want[i] = 1.0; }
+        prop_assert_eq!(got, want);
+    }
+}

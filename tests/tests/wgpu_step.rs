@@ -1,0 +1,44 @@
+//! The same training steps on the native wgpu backend (Vulkan/Metal/DX12; lavapipe on a machine
+//! without a GPU) as on flex. Skipped, saying so, without an adapter.
+
+use burn::tensor::{Device, DeviceType};
+use tsa_core::data::Batch;
+use tsa_core::read::block_on;
+use tsa_core::{Routing, TrainConfig, Trainer, TsaConfig};
+
+fn micro() -> TsaConfig {
+    TsaConfig::new(16).with_d_model(32).with_n_layers(3).with_n_heads(2).with_d_ff(64).with_context(8)
+        .with_routing(Routing::Tsa { lambda: 0.01 })
+}
+
+fn two_steps(device: &Device) -> (f32, f32) {
+    let train = TrainConfig::new().with_lr(1e-2).with_warmup_steps(1).with_steps(10).with_batch_size(2).with_seed(3);
+    let mut trainer = Trainer::new(&micro(), train, device).expect("trainer");
+    let dev = trainer.model.tok_emb.weight.val().device();
+    let x: Vec<i32> = (0..16).map(|i| (i * 5 % 16) as i32).collect();
+    let y: Vec<i32> = (0..16).map(|i| ((i * 5 + 1) % 16) as i32).collect();
+    let batch = Batch::new(x, y, None, 8, &dev);
+    let a = block_on(trainer.step(&batch)).expect("step 1");
+    let b = block_on(trainer.step(&batch)).expect("step 2");
+    (a.loss, b.loss)
+}
+
+#[test]
+fn a_training_step_on_wgpu_matches_flex() {
+    let devices = Device::enumerate(DeviceType::Wgpu).into_vec();
+    let Some(device) = devices.into_iter().next() else {
+        println!("SKIPPED: no wgpu adapter on this machine (install mesa-vulkan-drivers for lavapipe)");
+        return;
+    };
+    // Each backend has its own RNG, so the weights differ; both must start near ln 16 (an
+    // untrained model) and both steps must lower the loss.
+    let cpu = two_steps(&Device::flex());
+    let gpu = two_steps(&device);
+    println!("wgpu device: {device:?}; flex losses {cpu:?}, wgpu losses {gpu:?}");
+    assert!(gpu.0.is_finite() && gpu.1.is_finite());
+    assert!(gpu.1 < gpu.0, "the step lowered the loss on wgpu: {gpu:?}");
+    assert!(cpu.1 < cpu.0);
+    for first in [cpu.0, gpu.0] {
+        assert!((first - 16f32.ln()).abs() < 0.3, "untrained loss {first} ≉ ln 16");
+    }
+}
