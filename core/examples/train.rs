@@ -38,9 +38,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let routing = if args.iter().any(|a| a == "--dense") { Routing::Dense } else { Routing::Tsa { lambda } };
 
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read corpus {path}: {e}"))?;
-    let model_cfg = TsaConfig::new(1).with_d_model(64).with_n_layers(4).with_n_heads(4).with_d_ff(256).with_context(64);
-    let corpus = Corpus::from_bytes(&bytes, model_cfg.context)?;
-    let model_cfg = model_cfg.with_vocab_size(corpus.tokenizer.vocab_size()).with_routing(routing);
+    let corpus = Corpus::from_bytes(&bytes, 64)?;
+    let model_cfg = TsaConfig::tiny(corpus.tokenizer.vocab_size(), routing);
     let train = TrainConfig::new().with_lr(2e-3).with_warmup_steps(50).with_steps(steps).with_batch_size(16);
     let device = burn::tensor::Device::flex();
     let mut trainer = Trainer::new(&model_cfg, train.clone(), &device)?;

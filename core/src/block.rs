@@ -42,7 +42,9 @@ pub enum Gate {
     /// Sparse execution (§3.6): only the rows `keep` (flat indices into B·T) run the FFN, via
     /// gather/scatter; attention runs for every token (their K/V are needed) but its update is
     /// multiplied by `scale` [B, T, 1], which is zero on the halted tokens.
-    Hard { keep: Tensor<1, burn::tensor::Int>, scale: Tensor<3> },
+    /// With `queries` (extended sparse mode), halted tokens also skip their attention query rows
+    /// and Q/output projections: `queries[b]` lists the kept positions of sequence b.
+    Hard { keep: Tensor<1, burn::tensor::Int>, scale: Tensor<3>, queries: Option<Vec<Vec<i64>>> },
 }
 
 #[derive(Module, Debug)]
@@ -75,8 +77,15 @@ impl Block {
                 let h = h.clone() + g.clone() * attn(h);
                 h.clone() + g.clone() * self.ffn.forward(self.ln_ffn.forward(h))
             }
-            Gate::Hard { keep, scale } => {
-                let h = h.clone() + scale.clone() * attn(h);
+            Gate::Hard { keep, scale, queries } => {
+                let h = match queries {
+                    None => h.clone() + scale.clone() * attn(h),
+                    Some(positions) => {
+                        let x = self.ln_attn.forward(h.clone());
+                        let rows = self.attn.forward_rows(x, keep.clone(), positions);
+                        h + sparse::scatter_rows(rows, keep.clone(), scale.clone())
+                    }
+                };
                 let x = self.ln_ffn.forward(h.clone());
                 h + sparse::ffn_rows(&self.ffn, x, keep.clone(), scale.clone())
             }

@@ -118,7 +118,7 @@ async fn host_copy(model: &TsaModel) -> Result<TsaModel> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let t = param.val();
             let shape = t.dims().to_vec();
-            let n = shape.iter().product();
+            let n = shape.iter().product::<usize>();
             self.0.push((param.id, t.reshape([n]), shape));
         }
     }

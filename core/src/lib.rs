@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod generate;
 pub mod init;
 pub mod loss;
 pub mod metrics;

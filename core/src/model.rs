@@ -26,6 +26,9 @@ pub enum Execution {
     /// router weight 1 − p > 0.5 (a causal rule, trained by the auxiliary loss); dense and early
     /// exit run every block.
     Sparse(KeepScale),
+    /// `Sparse`, and halted tokens also skip their attention query rows and Q/output projections
+    /// (K and V are still computed for every token). Beyond the paper; same outputs.
+    SparseQueries(KeepScale),
     /// Early-exit inference: a token stops after the first block whose exit classifier's max
     /// softmax probability exceeds `threshold`; its state is frozen and its prediction is that
     /// exit's. Other variants run as in `Train`.
@@ -116,7 +119,7 @@ impl TsaModel {
         for l in 0..self.config.n_routers() {
             let gate = match (self.config.routing, exec) {
                 (Routing::Dense, _) => Gate::Open,
-                (Routing::Tsa { .. }, Execution::Sparse(scale)) => {
+                (Routing::Tsa { .. }, Execution::Sparse(scale) | Execution::SparseQueries(scale)) => {
                     let p = self.routers[l].forward(h.clone());
                     let keep = routing::kept(p.clone());
                     let keep_f = keep.clone().float();
@@ -126,7 +129,7 @@ impl TsaModel {
                     };
                     out.halting.push(p);
                     out.active.push(keep_f);
-                    Gate::Hard { keep: sparse::keep_indices(keep), scale: scale.unsqueeze_dim(2) }
+                    hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_)))
                 }
                 (Routing::Tsa { .. }, _) => {
                     let p = self.routers[l].forward(h.clone());
@@ -135,7 +138,7 @@ impl TsaModel {
                     out.active.push(g.clone());
                     Gate::Soft(g.unsqueeze_dim(2))
                 }
-                (Routing::MixtureOfDepths { .. }, Execution::Sparse(scale)) => {
+                (Routing::MixtureOfDepths { .. }, Execution::Sparse(scale) | Execution::SparseQueries(scale)) => {
                     let p = self.routers[l].forward(h.clone());
                     let w = p.clone().neg() + 1.0;
                     let keep = w.clone().greater_elem(routing::HALT_THRESHOLD);
@@ -146,7 +149,7 @@ impl TsaModel {
                     };
                     out.halting.push(p);
                     out.active.push(keep_f);
-                    Gate::Hard { keep: sparse::keep_indices(keep), scale: scale.unsqueeze_dim(2) }
+                    hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_)))
                 }
                 (Routing::MixtureOfDepths { capacity }, _) => {
                     let p = self.routers[l].forward(h.clone());
@@ -175,7 +178,7 @@ impl TsaModel {
                     out.exit_logits.push(self.head(self.exit_norms[l].forward(h.clone())));
                     Gate::Open
                 }
-                (Routing::EarlyExit, Execution::Sparse(_)) => Gate::Open,
+                (Routing::EarlyExit, Execution::Sparse(_) | Execution::SparseQueries(_)) => Gate::Open,
             };
             h = self.blocks[l + 1].forward(h, &gate);
         }
@@ -201,6 +204,14 @@ impl TsaModel {
         let w = self.tok_emb.weight.val(); // [V, d]
         x.reshape([b * t, d]).matmul(w.transpose()).reshape([b, t, self.config.vocab_size])
     }
+}
+
+/// A hard gate for the tokens `keep` [B, T], updates scaled by `scale` [B, T].
+fn hard_gate(keep: Tensor<2, burn::tensor::Bool>, scale: Tensor<2>, skip_queries: bool) -> Gate {
+    let [b, t] = keep.dims();
+    let keep = sparse::keep_indices(keep);
+    let queries = skip_queries.then(|| sparse::positions_per_sequence(&keep, b, t));
+    Gate::Hard { keep, scale: scale.unsqueeze_dim(2), queries }
 }
 
 /// Mean binary cross-entropy of probabilities `p` against 0/1 `target`, clamped away from 0 and 1.

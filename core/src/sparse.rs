@@ -16,17 +16,42 @@ pub fn keep_indices(keep: Tensor<2, Bool>) -> Tensor<1, Int> {
     idx.reshape([k])
 }
 
+/// Scatters `rows` [k, d] (the updates of the flat rows `keep`), each scaled by its `scale`
+/// [B, T, 1], into a zero [B, T, d].
+pub fn scatter_rows(rows: Tensor<2>, keep: Tensor<1, Int>, scale: Tensor<3>) -> Tensor<3> {
+    let [b, t, _] = scale.dims();
+    let d = rows.dims()[1];
+    let out = Tensor::<2>::zeros([b * t, d], &rows.device());
+    if keep.dims()[0] == 0 {
+        return out.reshape([b, t, d]);
+    }
+    let rows = rows * scale.reshape([b * t, 1]).select(0, keep.clone());
+    out.select_assign(0, keep, rows, IndexingUpdateOp::Assign).reshape([b, t, d])
+}
+
+/// Kept positions of each of `b` sequences of length `t`, from ascending flat indices (a host
+/// read: native inference only).
+pub fn positions_per_sequence(keep: &Tensor<1, Int>, b: usize, t: usize) -> Vec<Vec<i64>> {
+    let flat: Vec<i64> = keep
+        .clone()
+        .into_data()
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("argwhere yields integer indices");
+    let mut out = vec![Vec::new(); b];
+    for i in flat {
+        out[i as usize / t].push(i % t as i64);
+    }
+    out
+}
+
 /// The FFN update for the rows `keep` of `x` [B, T, d], each scaled by its `scale` [B, T, 1];
 /// zero elsewhere. Equal to `scale ⊙ ffn(x)` when `scale` is zero off `keep`.
 pub fn ffn_rows(ffn: &Ffn, x: Tensor<3>, keep: Tensor<1, Int>, scale: Tensor<3>) -> Tensor<3> {
     let [b, t, d] = x.dims();
-    let flat = x.reshape([b * t, d]);
-    let out = flat.zeros_like();
     if keep.dims()[0] == 0 {
-        return out.reshape([b, t, d]);
+        return x.zeros_like();
     }
-    let rows = ffn.forward(flat.select(0, keep.clone()));
-    let rows = rows * scale.reshape([b * t, 1]).select(0, keep.clone());
-    out.select_assign(0, keep, rows, IndexingUpdateOp::Assign)
-        .reshape([b, t, d])
+    let rows = ffn.forward(x.reshape([b * t, d]).select(0, keep.clone()));
+    scatter_rows(rows, keep, scale)
 }

@@ -1,7 +1,7 @@
 //! The trainer: one optimiser step and one evaluation, both awaitable so the browser can drive
 //! them; no synchronous tensor read on either path.
 
-use burn::module::{AutodiffModule, Module};
+use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Tensor};
 

@@ -4,6 +4,7 @@ mod common;
 
 mod checkpoint;
 mod data;
+mod generate;
 mod metrics;
 mod model;
 mod sparse;

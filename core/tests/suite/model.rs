@@ -138,3 +138,23 @@ fn early_exit_threshold_above_one_runs_every_block() {
     let always = model.forward(x, Execution::Exit { threshold: 0.0 });
     assert_eq!(floats(tsa_core::metrics::alpha(&always.active).unwrap())[0], 0.0);
 }
+
+#[test]
+fn skipping_query_rows_changes_nothing_but_the_work() {
+    // Extended sparse mode (halted tokens also skip Q, their score rows and the output projection)
+    // must give the same logits as sparse mode, on a model whose routers halt some tokens.
+    let device = cpu();
+    let cfg = micro(10, Routing::Tsa { lambda: 0.0 });
+    let mut m = model(&cfg, 9, &device);
+    for r in m.routers.iter_mut() {
+        // Spread the router logits around 0 so roughly half the tokens halt.
+        r.out.weight = burn::module::Param::from_tensor(r.out.weight.val().mul_scalar(400.0));
+        r.out.bias = Some(burn::module::Param::from_tensor(Tensor::zeros([1], &device)));
+    }
+    let x = tokens(&[vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2], vec![5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0]], &device);
+    let a = m.forward(x.clone(), Execution::Sparse(KeepScale::OneMinusP));
+    let b = m.forward(x, Execution::SparseQueries(KeepScale::OneMinusP));
+    let alpha = floats(tsa_core::metrics::alpha(&a.active).unwrap())[0];
+    assert!(alpha > 0.1 && alpha < 0.9, "the test needs some halted tokens, α = {alpha}");
+    assert!(max_abs_diff(&floats(a.logits), &floats(b.logits)) < 1e-4);
+}

@@ -1,0 +1,53 @@
+//! `cargo run --release -p native-bench`: what sparse-TSA buys in wall-clock time on this machine
+//! (paper Table 5), plus training, the paper's tables, routing analysis and sampling.
+
+mod analyze;
+mod device;
+mod report;
+mod reproduce;
+mod sample;
+mod throughput;
+mod train;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// With no subcommand: the throughput benchmark.
+    #[command(flatten)]
+    throughput: throughput::ThroughputArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Forward-pass throughput of dense, soft- and sparse-TSA (the default).
+    Throughput(throughput::ThroughputArgs),
+    /// Train any routing variant; writes a checkpoint and a JSON log.
+    Train(train::TrainArgs),
+    /// Re-run one of the paper's tables.
+    Reproduce(reproduce::ReproduceArgs),
+    /// Routing by token class and its correlation with loss, from a checkpoint.
+    Analyze(analyze::AnalyzeArgs),
+    /// Generate text with a KV cache, soft vs sparse, routing in colour.
+    Sample(sample::SampleArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result: Result<()> = match &cli.command {
+        None => throughput::run(&cli.throughput).map(|_| ()),
+        Some(Command::Throughput(a)) => throughput::run(a).map(|_| ()),
+        Some(Command::Train(a)) => train::main(a),
+        Some(Command::Reproduce(a)) => reproduce::main(a),
+        Some(Command::Analyze(a)) => analyze::main(a),
+        Some(Command::Sample(a)) => sample::main(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

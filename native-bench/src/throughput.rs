@@ -1,0 +1,255 @@
+//! Forward-pass throughput of dense, soft-TSA and sparse-TSA (paper Table 5), interleaved.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use burn::module::Param;
+use burn::tensor::{Int, Tensor, TensorData};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use tsa_core::{Execution, KeepScale, Routing, TsaConfig, TsaModel, metrics};
+
+use crate::device::{self, DeviceChoice};
+use crate::report;
+
+#[derive(Args, Debug, Clone)]
+pub struct ThroughputArgs {
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceChoice,
+    #[arg(long, default_value_t = 256)]
+    pub d_model: usize,
+    #[arg(long, default_value_t = 6)]
+    pub layers: usize,
+    #[arg(long, default_value_t = 8)]
+    pub heads: usize,
+    #[arg(long, default_value_t = 1024)]
+    pub d_ff: usize,
+    #[arg(long, default_value_t = 65)]
+    pub vocab: usize,
+    /// Batch sizes to sweep.
+    #[arg(long, value_delimiter = ',', default_value = "64,8,1")]
+    pub batch: Vec<usize>,
+    #[arg(long, default_value_t = 256)]
+    pub seq: usize,
+    /// Target active fractions for the calibrated sparse conditions.
+    #[arg(long, value_delimiter = ',', default_value = "0.726,0.833,0.5")]
+    pub alphas: Vec<f64>,
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Timed rounds; each round runs every condition once, in turn.
+    #[arg(long, default_value_t = 7)]
+    pub runs: usize,
+    /// A trained checkpoint to time as "sparse-TSA (trained)"; its shapes replace the flags.
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Print JSON lines instead of the markdown table.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub condition: String,
+    pub device: String,
+    pub batch: usize,
+    pub seq: usize,
+    /// Executed active fraction (None for the baseline, which has no routers).
+    pub alpha: Option<f64>,
+    pub tlops_saved: Option<f64>,
+    pub ms_median: f64,
+    pub ms_min: f64,
+    pub ms_max: f64,
+    pub speedup: f64,
+}
+
+struct Condition {
+    name: String,
+    model: TsaModel,
+    exec: Execution,
+    times: Vec<f64>,
+    alpha: Option<f64>,
+}
+
+/// Sets each router's final bias so that exactly a share `alpha` of this batch's tokens is kept
+/// (p ≤ 0.5) at every router, in order (router l's input depends on the routers before it).
+pub fn calibrate(mut model: TsaModel, tokens: &Tensor<2, Int>, alpha: f64) -> Result<TsaModel> {
+    for l in 0..model.routers.len() {
+        let out = model.forward(tokens.clone(), Execution::Sparse(KeepScale::OneMinusP));
+        let p = read(out.halting[l].clone())?;
+        // logit(p) = z + b; keep iff z + b' ≤ 0; choose b' = b − q_α(logit p).
+        let mut logits: Vec<f64> = p.iter().map(|&p| { let p = (p as f64).clamp(1e-7, 1.0 - 1e-7); (p / (1.0 - p)).ln() }).collect();
+        logits.sort_by(|a, b| a.total_cmp(b));
+        let k = ((alpha * logits.len() as f64).round() as usize).clamp(1, logits.len());
+        let cut = if k < logits.len() { 0.5 * (logits[k - 1] + logits[k]) } else { logits[k - 1] + 1.0 };
+        let bias = model.routers[l].out.bias.take().context("router without a bias")?;
+        let (id, b, _) = bias.consume();
+        model.routers[l].out.bias = Some(Param::initialized(id, b.sub_scalar(cut)));
+    }
+    Ok(model)
+}
+
+fn read<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
+    Ok(tsa_core::read::block_on(tsa_core::read::floats(t))?)
+}
+
+fn executed_alpha(model: &TsaModel, tokens: &Tensor<2, Int>, exec: Execution) -> Result<Option<f64>> {
+    let out = model.forward(tokens.clone(), exec);
+    Ok(match metrics::alpha(&out.active) {
+        Some(a) => Some(read(a)?[0] as f64),
+        None => None,
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
+}
+
+pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
+    let chosen = device::choose(args.device)?;
+    let device = chosen.device.clone();
+    eprintln!("device: {}", chosen.name);
+
+    let trained = match &args.checkpoint {
+        Some(path) => {
+            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Some(tsa_core::checkpoint::from_bytes(&bytes, &device)?.0)
+        }
+        None => None,
+    };
+    let shape = match &trained {
+        Some(m) => m.config.clone(),
+        None => TsaConfig::new(args.vocab).with_d_model(args.d_model).with_n_layers(args.layers)
+            .with_n_heads(args.heads).with_d_ff(args.d_ff).with_context(args.seq),
+    };
+    let seq = args.seq.min(shape.context);
+    device.seed(0);
+    let dense = shape.clone().with_routing(Routing::Dense).init(&device)?;
+    let tsa = shape.clone().with_routing(Routing::Tsa { lambda: 0.001 }).init(&device)?;
+
+    let mut rows = Vec::new();
+    for &batch in &args.batch {
+        let mut rng = StdRng::seed_from_u64(batch as u64);
+        let ids: Vec<i32> = (0..batch * seq).map(|_| rng.random_range(0..shape.vocab_size as i32)).collect();
+        let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, seq]), &device);
+        let mut conds = vec![
+            Condition { name: "baseline (dense)".into(), model: dense.clone(), exec: Execution::Train, times: vec![], alpha: None },
+            Condition { name: "soft-TSA".into(), model: tsa.clone(), exec: Execution::Train, times: vec![], alpha: None },
+        ];
+        for &a in &args.alphas {
+            let m = calibrate(tsa.clone(), &tokens, a)?;
+            conds.push(Condition { name: format!("sparse-TSA α={a}"), model: m.clone(), exec: Execution::Sparse(KeepScale::OneMinusP), times: vec![], alpha: None });
+            conds.push(Condition { name: format!("sparse-TSA+queries α={a}"), model: m, exec: Execution::SparseQueries(KeepScale::OneMinusP), times: vec![], alpha: None });
+        }
+        if let Some(m) = &trained {
+            conds.push(Condition { name: "sparse-TSA (trained)".into(), model: m.clone(), exec: Execution::Sparse(KeepScale::OneMinusP), times: vec![], alpha: None });
+            conds.push(Condition { name: "sparse-TSA+queries (trained)".into(), model: m.clone(), exec: Execution::SparseQueries(KeepScale::OneMinusP), times: vec![], alpha: None });
+        }
+        for c in conds.iter_mut() {
+            c.alpha = executed_alpha(&c.model, &tokens, c.exec)?;
+        }
+
+        let pb = ProgressBar::new(((args.warmup + args.runs) * conds.len()) as u64);
+        pb.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} forwards, eta {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+        pb.set_message(format!("batch {batch}"));
+        for round in 0..args.warmup + args.runs {
+            for c in conds.iter_mut() {
+                let t0 = Instant::now();
+                let out = c.model.forward(tokens.clone(), c.exec);
+                // Reading one logit waits for the device to finish the whole pass.
+                read(out.logits.narrow(0, 0, 1).narrow(1, 0, 1).narrow(2, 0, 1))?;
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                if round >= args.warmup {
+                    c.times.push(ms);
+                }
+                pb.inc(1);
+            }
+        }
+        pb.finish_and_clear();
+
+        let base = median(&mut conds[0].times.clone());
+        for c in conds.iter_mut() {
+            let med = median(&mut c.times);
+            rows.push(Row {
+                condition: c.name.clone(),
+                device: chosen.name.clone(),
+                batch,
+                seq,
+                alpha: c.alpha,
+                tlops_saved: c.alpha.map(|a| metrics::tlops_saved(a, shape.n_layers)),
+                ms_median: med,
+                ms_min: c.times.iter().copied().fold(f64::INFINITY, f64::min),
+                ms_max: c.times.iter().copied().fold(0.0, f64::max),
+                speedup: base / med,
+            });
+        }
+    }
+
+    let dir = report::results_dir(&args.out)?;
+    let table = table(&rows, &shape);
+    report::write(&dir.join("throughput.md"), &table)?;
+    let jsonl = report::json_lines(&rows)?;
+    report::write(&dir.join("throughput.jsonl"), &jsonl)?;
+    if args.json { print!("{jsonl}"); } else { println!("{table}"); }
+    eprintln!("saved {} and {}", dir.join("throughput.md").display(), dir.join("throughput.jsonl").display());
+    Ok(rows)
+}
+
+fn table(rows: &[Row], shape: &TsaConfig) -> String {
+    let header = ["condition", "batch", "α executed", "TLOps saved", "ms median", "min–max", "speedup"];
+    let cells: Vec<Vec<String>> = rows.iter().map(|r| vec![
+        r.condition.clone(),
+        r.batch.to_string(),
+        r.alpha.map_or("—".into(), |a| format!("{a:.3}")),
+        r.tlops_saved.map_or("—".into(), |t| format!("{:.1}%", 100.0 * t)),
+        format!("{:.1}", r.ms_median),
+        format!("{:.1}–{:.1}", r.ms_min, r.ms_max),
+        format!("{:.3}×", r.speedup),
+    ]).collect();
+    format!(
+        "Forward passes on {}, d={} L={} H={} d_ff={} vocab={} seq={}\n\n{}",
+        rows.first().map_or("?", |r| r.device.as_str()), shape.d_model, shape.n_layers, shape.n_heads, shape.d_ff,
+        shape.vocab_size, rows.first().map_or(0, |r| r.seq), report::markdown(&header, &cells)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny(out: PathBuf) -> ThroughputArgs {
+        ThroughputArgs {
+            device: DeviceChoice::Cpu, d_model: 32, layers: 3, heads: 2, d_ff: 64, vocab: 20, batch: vec![4, 1], seq: 16,
+            alphas: vec![0.5, 0.75], warmup: 1, runs: 2, checkpoint: None, json: true, out,
+        }
+    }
+
+    #[test]
+    fn calibrated_routers_execute_the_target_alpha_and_rows_carry_the_json_keys() {
+        let dir = std::env::temp_dir().join(format!("tsa-throughput-{}", std::process::id()));
+        let rows = run(&tiny(dir.clone())).unwrap();
+        // Per batch: baseline, soft, and sparse + queries at each α.
+        assert_eq!(rows.len(), 2 * 6);
+        for r in rows.iter().filter(|r| r.condition.contains("α=")) {
+            let target: f64 = r.condition.rsplit('=').next().unwrap().parse().unwrap();
+            let got = r.alpha.unwrap();
+            // One token of 64 (batch 4) or 16 (batch 1) per router is the resolution.
+            assert!((got - target).abs() <= 1.0 / 16.0 + 1e-9, "{}: α {got} vs {target}", r.condition);
+        }
+        assert!(rows.iter().all(|r| r.ms_median > 0.0 && r.speedup > 0.0));
+        assert_eq!(rows[0].speedup, 1.0);
+        let line = std::fs::read_to_string(dir.join("throughput.jsonl")).unwrap();
+        let first: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+        for key in ["condition", "device", "batch", "seq", "alpha", "tlops_saved", "ms_median", "speedup"] {
+            assert!(first.get(key).is_some(), "missing {key}");
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+}
