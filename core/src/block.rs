@@ -80,6 +80,8 @@ impl Block {
             Gate::Hard { keep, scale, queries } => {
                 let h = match queries {
                     None => h.clone() + scale.clone() * attn(h),
+                    // Nothing kept: no query row runs at all.
+                    Some(_) if keep.dims()[0] == 0 => h,
                     Some(positions) => {
                         let x = self.ln_attn.forward(h.clone());
                         let rows = self.attn.forward_rows(x, keep.clone(), positions);

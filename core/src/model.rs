@@ -113,8 +113,13 @@ impl TsaModel {
             router_aux: None,
         };
         // Early-exit inference: which tokens still run, and the predictions of those that left.
-        let mut still = Tensor::<2>::ones([b, t], &device);
-        let mut exited_logits = Tensor::<3>::zeros([b, t, self.config.vocab_size], &device);
+        let mut exits: Option<(Tensor<2>, Tensor<3>)> = match (self.config.routing, exec) {
+            (Routing::EarlyExit, Execution::Exit { .. }) => Some((
+                Tensor::ones([b, t], &device),
+                Tensor::zeros([b, t, self.config.vocab_size], &device),
+            )),
+            _ => None,
+        };
 
         for l in 0..self.config.n_routers() {
             let gate = match (self.config.routing, exec) {
@@ -165,14 +170,16 @@ impl TsaModel {
                     Gate::Soft((chosen * w).unsqueeze_dim(2))
                 }
                 (Routing::EarlyExit, Execution::Exit { threshold }) => {
+                    let (still, exited) = exits.take().expect("initialised for early-exit inference");
                     let logits = self.head(self.exit_norms[l].forward(h.clone()));
                     let confidence = softmax(logits.clone(), 2).max_dim(2).squeeze_dim::<2>(2);
                     let leaves = still.clone() * confidence.greater_elem(threshold).float();
-                    exited_logits = exited_logits + leaves.clone().unsqueeze_dim(2) * logits;
-                    still = still - leaves;
+                    let exited = exited + leaves.clone().unsqueeze_dim(2) * logits;
+                    let still = still - leaves;
                     out.halting.push(still.clone().neg() + 1.0);
                     out.active.push(still.clone());
-                    Gate::Soft(still.clone().unsqueeze_dim(2))
+                    exits = Some((still.clone(), exited));
+                    Gate::Soft(still.unsqueeze_dim(2))
                 }
                 (Routing::EarlyExit, Execution::Train) => {
                     out.exit_logits.push(self.head(self.exit_norms[l].forward(h.clone())));
@@ -185,7 +192,10 @@ impl TsaModel {
 
         let logits = self.head(self.ln_f.forward(h));
         out.logits = match (self.config.routing, exec) {
-            (Routing::EarlyExit, Execution::Exit { .. }) => exited_logits + still.unsqueeze_dim(2) * logits,
+            (Routing::EarlyExit, Execution::Exit { .. }) => match exits {
+                Some((still, exited)) => exited + still.unsqueeze_dim(2) * logits,
+                None => logits,
+            },
             (Routing::EarlyExit, Execution::Train) => {
                 out.exit_logits.push(logits.clone());
                 logits

@@ -23,22 +23,54 @@ fn two_steps(device: &Device) -> (f32, f32) {
     (a.loss, b.loss)
 }
 
+/// Mesa's lavapipe segfaults while the process tears down, after the work is done and checked.
+/// So the steps run in a child process (this same test binary) that prints its results, and
+/// this test judges those, not the child's exit status.
+const CHILD: &str = "TSA_WGPU_STEP_CHILD";
+
 #[test]
 fn a_training_step_on_wgpu_matches_flex() {
-    let devices = Device::enumerate(DeviceType::Wgpu).into_vec();
-    let Some(device) = devices.into_iter().next() else {
+    if std::env::var_os(CHILD).is_some() {
+        return child();
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args(["a_training_step_on_wgpu_matches_flex", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("run the child test process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if stdout.contains("SKIPPED") {
         println!("SKIPPED: no wgpu adapter on this machine (install mesa-vulkan-drivers for lavapipe)");
         return;
-    };
-    // Each backend has its own RNG, so the weights differ; both must start near ln 16 (an
-    // untrained model) and both steps must lower the loss.
-    let cpu = two_steps(&Device::flex());
-    let gpu = two_steps(&device);
-    println!("wgpu device: {device:?}; flex losses {cpu:?}, wgpu losses {gpu:?}");
+    }
+    // The harness may print "test … " on the same line before the child's output.
+    let line = stdout.lines().find_map(|l| l.find("RESULT").map(|i| &l[i..])).unwrap_or_else(|| {
+        panic!("the wgpu child printed no result (status {:?}):\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr))
+    });
+    println!("{line} (child exit status {:?})", out.status);
+    let v: Vec<f32> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    assert_eq!(v.len(), 4, "{line}");
+    let (cpu, gpu) = ((v[0], v[1]), (v[2], v[3]));
     assert!(gpu.0.is_finite() && gpu.1.is_finite());
     assert!(gpu.1 < gpu.0, "the step lowered the loss on wgpu: {gpu:?}");
     assert!(cpu.1 < cpu.0);
+    // Each backend has its own RNG, so the weights differ; both must start near ln 16 (an
+    // untrained model).
     for first in [cpu.0, gpu.0] {
         assert!((first - 16f32.ln()).abs() < 0.3, "untrained loss {first} ≉ ln 16");
     }
+}
+
+fn child() {
+    let devices = Device::enumerate(DeviceType::Wgpu).into_vec();
+    let Some(device) = devices.into_iter().next() else {
+        println!("SKIPPED");
+        return;
+    };
+    let cpu = two_steps(&Device::flex());
+    let gpu = two_steps(&device);
+    println!("RESULT {} {} {} {}", cpu.0, cpu.1, gpu.0, gpu.1);
+    use std::io::Write;
+    std::io::stdout().flush().ok();
 }
