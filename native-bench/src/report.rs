@@ -13,7 +13,7 @@ pub fn results_dir(dir: &Path) -> Result<PathBuf> {
 
 /// A markdown table from a header and rows of cells.
 pub fn markdown(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut s = format!("| {} |\n|{}|\n", header.join(" | "), header.iter().map(|_| " --- |").collect::<String>());
+    let mut s = format!("| {} |\n|{}\n", header.join(" | "), header.iter().map(|_| " --- |").collect::<String>());
     for r in rows {
         s.push_str(&format!("| {} |\n", r.join(" | ")));
     }

@@ -38,10 +38,10 @@ pub struct ThroughputArgs {
     /// Target active fractions for the calibrated sparse conditions.
     #[arg(long, value_delimiter = ',', default_value = "0.726,0.833,0.5")]
     pub alphas: Vec<f64>,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     pub warmup: usize,
     /// Timed rounds; each round runs every condition once, in turn.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = 5)]
     pub runs: usize,
     /// A trained checkpoint to time as "sparse-TSA (trained)"; its shapes replace the flags.
     #[arg(long)]
