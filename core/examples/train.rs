@@ -23,7 +23,9 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Result<Option<T>, S
         None => Ok(None),
         Some(i) => {
             let v = args.get(i + 1).ok_or(format!("{name} needs a value"))?;
-            v.parse().map(Some).map_err(|_| format!("{name}: cannot parse {v:?}"))
+            v.parse()
+                .map(Some)
+                .map_err(|_| format!("{name}: cannot parse {v:?}"))
         }
     }
 }
@@ -35,24 +37,42 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let path: String = arg(&args, "--corpus")?
         .or_else(|| std::env::var("TSA_CORPUS").ok())
         .unwrap_or_else(|| "data/tinyshakespeare.txt".into());
-    let routing = if args.iter().any(|a| a == "--dense") { Routing::Dense } else { Routing::Tsa { lambda } };
+    let routing = if args.iter().any(|a| a == "--dense") {
+        Routing::Dense
+    } else {
+        Routing::Tsa { lambda }
+    };
 
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read corpus {path}: {e}"))?;
     let corpus = Corpus::from_bytes(&bytes, 64)?;
     let model_cfg = TsaConfig::tiny(corpus.tokenizer.vocab_size(), routing);
-    let train = TrainConfig::new().with_lr(2e-3).with_warmup_steps(50).with_steps(steps).with_batch_size(16);
+    let train = TrainConfig::new()
+        .with_lr(2e-3)
+        .with_warmup_steps(50)
+        .with_steps(steps)
+        .with_batch_size(16);
     let device = burn::tensor::Device::flex();
     let mut trainer = Trainer::new(&model_cfg, train.clone(), &device)?;
     let ad = trainer.model.tok_emb.weight.val().device();
     println!(
         "tsa demo: {} on {} chars ({} distinct), d={} L={} H={} ctx={}, {} params, {} steps on the CPU (flex)",
-        routing.label(), corpus.len(), corpus.tokenizer.vocab_size(), model_cfg.d_model, model_cfg.n_layers,
-        model_cfg.n_heads, model_cfg.context, burn::module::Module::num_params(&trainer.model), steps
+        routing.label(),
+        corpus.len(),
+        corpus.tokenizer.vocab_size(),
+        model_cfg.d_model,
+        model_cfg.n_layers,
+        model_cfg.n_heads,
+        model_cfg.context,
+        burn::module::Module::num_params(&trainer.model),
+        steps
     );
 
     let ctx = model_cfg.context;
-    let val: Vec<Batch> = corpus.eval_windows(Split::Val, 8, 16, ctx, 7).into_iter()
-        .map(|(x, y)| Batch::new(x, y, None, ctx, &device)).collect();
+    let val: Vec<Batch> = corpus
+        .eval_windows(Split::Val, 8, 16, ctx, 7)
+        .into_iter()
+        .map(|(x, y)| Batch::new(x, y, None, ctx, &device))
+        .collect();
     let mut rng = StdRng::seed_from_u64(train.seed);
     let start = Instant::now();
     for s in 0..steps {
@@ -62,21 +82,36 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let ev = block_on(evaluate(&trainer.inference_model(), &val, Execution::Train))?;
             println!(
                 "step {:>5}  loss {:.4}  val {:.4} (bpc {:.3})  α {:.3}  TLOps saved {:>5.1}%  {:.1} steps/s",
-                stats.step, stats.task_loss, ev.loss, ev.bpc, ev.alpha, 100.0 * ev.tlops_saved,
+                stats.step,
+                stats.task_loss,
+                ev.loss,
+                ev.bpc,
+                ev.alpha,
+                100.0 * ev.tlops_saved,
                 stats.step as f64 / start.elapsed().as_secs_f64()
             );
         }
     }
     if routing.has_routers() {
         let model = trainer.inference_model();
-        println!("\nvalidation, soft gates vs sparse inference (tokens with p > 0.5 skip the FFN):");
+        println!(
+            "\nvalidation, soft gates vs sparse inference (tokens with p > 0.5 skip the FFN):"
+        );
         for (name, exec) in [
             ("soft (training gates)", Execution::Train),
-            ("sparse, kept × (1 − p)", Execution::Sparse(KeepScale::OneMinusP)),
+            (
+                "sparse, kept × (1 − p)",
+                Execution::Sparse(KeepScale::OneMinusP),
+            ),
             ("sparse, kept × 1", Execution::Sparse(KeepScale::One)),
         ] {
             let ev = block_on(evaluate(&model, &val, exec))?;
-            println!("  {name:<24} val loss {:.4}  α {:.3}  TLOps saved {:.1}%", ev.loss, ev.alpha, 100.0 * ev.tlops_saved);
+            println!(
+                "  {name:<24} val loss {:.4}  α {:.3}  TLOps saved {:.1}%",
+                ev.loss,
+                ev.alpha,
+                100.0 * ev.tlops_saved
+            );
         }
     }
     Ok(())

@@ -36,7 +36,10 @@ impl CausalSelfAttention {
         let v = heads(qkv.narrow(2, 2 * d, d));
 
         let scores = q.matmul(k.swap_dims(2, 3)).div_scalar((hd as f64).sqrt());
-        let future = causal_mask(t, &scores.device()).unsqueeze::<4>().expand([b, self.n_heads, t, t]);
+        let future =
+            causal_mask(t, &scores.device())
+                .unsqueeze::<4>()
+                .expand([b, self.n_heads, t, t]);
         let weights = softmax(scores.mask_fill(future, -1.0e9), 3);
         let y = weights.matmul(v).swap_dims(1, 2).reshape([b, t, d]);
         self.proj.forward(y)
@@ -48,14 +51,26 @@ impl CausalSelfAttention {
     /// K and V are computed for every token (later tokens attend to them); Q, the score rows and
     /// the output projection only for the rows `keep` (flat indices into B·T, ascending), whose
     /// positions within each sequence are `positions[b]`. Returns [k, d] in the order of `keep`.
-    pub fn forward_rows(&self, x: Tensor<3>, keep: Tensor<1, Int>, positions: &[Vec<i64>]) -> Tensor<2> {
+    pub fn forward_rows(
+        &self,
+        x: Tensor<3>,
+        keep: Tensor<1, Int>,
+        positions: &[Vec<i64>],
+    ) -> Tensor<2> {
         let [b, t, d] = x.dims();
         let (nh, hd) = (self.n_heads, d / self.n_heads);
         let device = x.device();
         let w = self.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
         let flat = x.reshape([b * t, d]);
-        let kv = flat.clone().matmul(w.clone().narrow(1, d, 2 * d)).reshape([b, t, 2 * d]);
-        let k = kv.clone().narrow(2, 0, d).reshape([b, t, nh, hd]).swap_dims(1, 2);
+        let kv = flat
+            .clone()
+            .matmul(w.clone().narrow(1, d, 2 * d))
+            .reshape([b, t, 2 * d]);
+        let k = kv
+            .clone()
+            .narrow(2, 0, d)
+            .reshape([b, t, nh, hd])
+            .swap_dims(1, 2);
         let v = kv.narrow(2, d, d).reshape([b, t, nh, hd]).swap_dims(1, 2);
         let q_rows = flat.select(0, keep).matmul(w.narrow(1, 0, d)); // [k, d]
         let key_pos = Tensor::<1, Int>::arange(0..t as i64, &device).reshape([1, t]);
@@ -67,13 +82,21 @@ impl CausalSelfAttention {
             if n == 0 {
                 continue;
             }
-            let q = q_rows.clone().narrow(0, offset, n).reshape([n, nh, hd]).swap_dims(0, 1);
+            let q = q_rows
+                .clone()
+                .narrow(0, offset, n)
+                .reshape([n, nh, hd])
+                .swap_dims(0, 1);
             let ks = k.clone().narrow(0, s, 1).reshape([nh, t, hd]);
             let vs = v.clone().narrow(0, s, 1).reshape([nh, t, hd]);
             let scores = q.matmul(ks.swap_dims(1, 2)).div_scalar((hd as f64).sqrt()); // [H, n, T]
-            let qpos = Tensor::<1, Int>::from_data(TensorData::new(pos.clone(), [n]), &device).reshape([n, 1]);
+            let qpos = Tensor::<1, Int>::from_data(TensorData::new(pos.clone(), [n]), &device)
+                .reshape([n, 1]);
             let future = key_pos.clone().expand([n, t]).greater(qpos.expand([n, t]));
-            let weights = softmax(scores.mask_fill(future.unsqueeze::<3>().expand([nh, n, t]), -1.0e9), 2);
+            let weights = softmax(
+                scores.mask_fill(future.unsqueeze::<3>().expand([nh, n, t]), -1.0e9),
+                2,
+            );
             outs.push(weights.matmul(vs).swap_dims(0, 1).reshape([n, d]));
             offset += n;
         }

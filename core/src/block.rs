@@ -22,7 +22,13 @@ impl Ffn {
     pub fn init(d_model: usize, d_ff: usize, n_layers: usize, device: &Device) -> Self {
         Self {
             fc: init::linear(d_model, d_ff, init::STD, Some(0.0), device),
-            proj: init::linear(d_ff, d_model, init::residual_std(n_layers), Some(0.0), device),
+            proj: init::linear(
+                d_ff,
+                d_model,
+                init::residual_std(n_layers),
+                Some(0.0),
+                device,
+            ),
         }
     }
 
@@ -44,7 +50,11 @@ pub enum Gate {
     /// multiplied by `scale` [B, T, 1], which is zero on the halted tokens.
     /// With `queries` (extended sparse mode), halted tokens also skip their attention query rows
     /// and Q/output projections: `queries[b]` lists the kept positions of sequence b.
-    Hard { keep: Tensor<1, burn::tensor::Int>, scale: Tensor<3>, queries: Option<Vec<Vec<i64>>> },
+    Hard {
+        keep: Tensor<1, burn::tensor::Int>,
+        scale: Tensor<3>,
+        queries: Option<Vec<Vec<i64>>>,
+    },
 }
 
 #[derive(Module, Debug)]
@@ -56,7 +66,13 @@ pub struct Block {
 }
 
 impl Block {
-    pub fn init(d_model: usize, n_heads: usize, d_ff: usize, n_layers: usize, device: &Device) -> Self {
+    pub fn init(
+        d_model: usize,
+        n_heads: usize,
+        d_ff: usize,
+        n_layers: usize,
+        device: &Device,
+    ) -> Self {
         Self {
             ln_attn: LayerNormConfig::new(d_model).init(device),
             attn: CausalSelfAttention::init(d_model, n_heads, n_layers, device),
@@ -77,7 +93,11 @@ impl Block {
                 let h = h.clone() + g.clone() * attn(h);
                 h.clone() + g.clone() * self.ffn.forward(self.ln_ffn.forward(h))
             }
-            Gate::Hard { keep, scale, queries } => {
+            Gate::Hard {
+                keep,
+                scale,
+                queries,
+            } => {
                 let h = match queries {
                     None => h.clone() + scale.clone() * attn(h),
                     // Nothing kept: no query row runs at all.

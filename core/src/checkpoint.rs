@@ -39,7 +39,10 @@ fn bad(msg: impl Into<String>) -> TsaError {
 /// packed on the CPU, so this works in the browser too.
 pub async fn to_bytes(model: &TsaModel, meta: &CheckpointMeta) -> Result<Vec<u8>> {
     let host = host_copy(model).await?;
-    let record = host.into_record().into_bytes().map_err(|e| bad(e.to_string()))?;
+    let record = host
+        .into_record()
+        .into_bytes()
+        .map_err(|e| bad(e.to_string()))?;
     let header = serde_json::to_vec(meta).map_err(|e| bad(e.to_string()))?;
 
     let mut out = Vec::with_capacity(record.len() + header.len() + 32);
@@ -74,7 +77,10 @@ pub fn from_bytes(bytes: &[u8], device: &Device) -> Result<(TsaModel, Checkpoint
 
 fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
     if bytes.len() < MAGIC.len() + 4 + 8 + 4 {
-        return Err(bad(format!("file too short ({} bytes) to be a checkpoint", bytes.len())));
+        return Err(bad(format!(
+            "file too short ({} bytes) to be a checkpoint",
+            bytes.len()
+        )));
     }
     if &bytes[..8] != MAGIC {
         return Err(bad("not a tsa checkpoint (wrong magic bytes)"));
@@ -85,16 +91,24 @@ fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
         return Err(bad("checksum mismatch: the file is truncated or corrupt"));
     }
     let mut at = 8;
-    let header_len = u32::from_le_bytes(body[at..at + 4].try_into().map_err(|_| bad("header"))?) as usize;
+    let header_len =
+        u32::from_le_bytes(body[at..at + 4].try_into().map_err(|_| bad("header"))?) as usize;
     at += 4;
-    let header = body.get(at..at + header_len).ok_or_else(|| bad("header runs past the end"))?;
+    let header = body
+        .get(at..at + header_len)
+        .ok_or_else(|| bad("header runs past the end"))?;
     let meta: CheckpointMeta =
         serde_json::from_slice(header).map_err(|e| bad(format!("header unreadable: {e}")))?;
     at += header_len;
-    let len_bytes = body.get(at..at + 8).ok_or_else(|| bad("record length missing"))?;
-    let record_len = u64::from_le_bytes(len_bytes.try_into().map_err(|_| bad("record length"))?) as usize;
+    let len_bytes = body
+        .get(at..at + 8)
+        .ok_or_else(|| bad("record length missing"))?;
+    let record_len =
+        u64::from_le_bytes(len_bytes.try_into().map_err(|_| bad("record length"))?) as usize;
     at += 8;
-    let record = body.get(at..at + record_len).ok_or_else(|| bad("record runs past the end"))?;
+    let record = body
+        .get(at..at + record_len)
+        .ok_or_else(|| bad("record runs past the end"))?;
     if at + record_len != body.len() {
         return Err(bad("trailing bytes after the record"));
     }
@@ -130,9 +144,10 @@ async fn host_copy(model: &TsaModel) -> Result<TsaModel> {
         fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
             let id = param.id;
             match self.data.remove(&id) {
-                Some((values, shape)) => {
-                    Param::initialized(id, Tensor::from_data(TensorData::new(values, shape), &self.host))
-                }
+                Some((values, shape)) => Param::initialized(
+                    id,
+                    Tensor::from_data(TensorData::new(values, shape), &self.host),
+                ),
                 None => param,
             }
         }
@@ -145,5 +160,8 @@ async fn host_copy(model: &TsaModel) -> Result<TsaModel> {
     for (id, t, shape) in gather.0 {
         data.insert(id, (read::floats(t).await?, shape));
     }
-    Ok(model.map(&mut Place { host: Device::flex(), data }))
+    Ok(model.map(&mut Place {
+        host: Device::flex(),
+        data,
+    }))
 }

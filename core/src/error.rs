@@ -18,7 +18,9 @@ pub enum TsaError {
     UnknownToken(u32),
     #[error("checkpoint: {0}")]
     Checkpoint(String),
-    #[error("loss became {value} at step {step}; training stopped and the last good model was kept")]
+    #[error(
+        "loss became {value} at step {step}; training stopped and the last good model was kept"
+    )]
     NonFiniteLoss { step: usize, value: f32 },
     #[error("reading a tensor from the device failed: {0}")]
     Read(String),

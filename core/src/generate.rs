@@ -36,14 +36,21 @@ pub struct Generation {
 impl Block {
     /// One new token `h` [1, 1, d] through this block. `gate` scales the updates; `None` means
     /// the token is halted: it appends its K/V to the cache and leaves `h` as it is.
-    fn step(&self, h: Tensor<3>, gate: Option<Tensor<3>>, cache: &mut Option<(Tensor<4>, Tensor<4>)>) -> Tensor<3> {
+    fn step(
+        &self,
+        h: Tensor<3>,
+        gate: Option<Tensor<3>>,
+        cache: &mut Option<(Tensor<4>, Tensor<4>)>,
+    ) -> Tensor<3> {
         let [_, _, d] = h.dims();
         let nh = self.attn.n_heads;
         let hd = d / nh;
         let x = self.ln_attn.forward(h.clone());
         let w = self.attn.qkv.weight.val();
         let heads = |m: Tensor<3>| m.reshape([1, 1, nh, hd]).swap_dims(1, 2);
-        let kv = x.clone().matmul(w.clone().narrow(1, d, 2 * d).unsqueeze::<3>());
+        let kv = x
+            .clone()
+            .matmul(w.clone().narrow(1, d, 2 * d).unsqueeze::<3>());
         let (k, v) = (heads(kv.clone().narrow(2, 0, d)), heads(kv.narrow(2, d, d)));
         let (k, v) = match cache.take() {
             Some((ck, cv)) => (Tensor::cat(vec![ck, k], 2), Tensor::cat(vec![cv, v], 2)),
@@ -53,8 +60,14 @@ impl Block {
         let Some(g) = gate else { return h };
 
         let q = heads(x.matmul(w.narrow(1, 0, d).unsqueeze::<3>()));
-        let att = softmax(q.matmul(k.swap_dims(2, 3)).div_scalar((hd as f64).sqrt()), 3);
-        let y = self.attn.proj.forward(att.matmul(v).swap_dims(1, 2).reshape([1, 1, d]));
+        let att = softmax(
+            q.matmul(k.swap_dims(2, 3)).div_scalar((hd as f64).sqrt()),
+            3,
+        );
+        let y = self
+            .attn
+            .proj
+            .forward(att.matmul(v).swap_dims(1, 2).reshape([1, 1, d]));
         let h = h + g.clone() * y;
         h.clone() + g * self.ffn.forward(self.ln_ffn.forward(h))
     }
@@ -64,11 +77,23 @@ impl TsaModel {
     /// Appends `n` sampled tokens to `prompt` (temperature 0: greedy). When the context fills,
     /// the cache is rebuilt from the most recent half of it. `sparse` applies the halting
     /// threshold (TSA/MoD: p > 0.5 skips the block); otherwise gates are soft.
-    pub async fn generate(&self, prompt: &[u32], n: usize, temperature: f64, sparse: bool, rng: &mut StdRng) -> Result<Generation> {
+    pub async fn generate(
+        &self,
+        prompt: &[u32],
+        n: usize,
+        temperature: f64,
+        sparse: bool,
+        rng: &mut StdRng,
+    ) -> Result<Generation> {
         if prompt.is_empty() {
-            return Err(TsaError::InvalidConfig("generation needs a prompt of at least one token".into()));
+            return Err(TsaError::InvalidConfig(
+                "generation needs a prompt of at least one token".into(),
+            ));
         }
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+        if let Some(&bad) = prompt
+            .iter()
+            .find(|&&t| t as usize >= self.config.vocab_size)
+        {
             return Err(TsaError::UnknownToken(bad));
         }
         let mut history: Vec<u32> = prompt.to_vec();
@@ -93,19 +118,32 @@ impl TsaModel {
             let (logits, p) = self.token_step(last, &mut cache, sparse).await?;
             let next = sample(&logits, temperature, rng);
             for &pl in &p {
-                active += if sparse { f64::from(u8::from(pl as f64 <= HALT_THRESHOLD)) } else { 1.0 - pl as f64 };
+                active += if sparse {
+                    f64::from(u8::from(pl as f64 <= HALT_THRESHOLD))
+                } else {
+                    1.0 - pl as f64
+                };
                 decisions += 1;
             }
             out.halting.push(p);
             out.tokens.push(next);
             history.push(next);
         }
-        out.alpha = if decisions == 0 { 1.0 } else { active / decisions as f64 };
+        out.alpha = if decisions == 0 {
+            1.0
+        } else {
+            active / decisions as f64
+        };
         Ok(out)
     }
 
     /// Feeds one token at the next position: its next-token logits and halting probabilities.
-    async fn token_step(&self, token: u32, cache: &mut Cache, sparse: bool) -> Result<(Vec<f32>, Vec<f32>)> {
+    async fn token_step(
+        &self,
+        token: u32,
+        cache: &mut Cache,
+        sparse: bool,
+    ) -> Result<(Vec<f32>, Vec<f32>)> {
         let device = self.tok_emb.weight.val().device();
         if cache.kv.is_empty() {
             cache.kv = vec![None; self.blocks.len()];
@@ -123,7 +161,8 @@ impl TsaModel {
                     let pv = read::floats(p.clone()).await?[0];
                     halting.push(pv);
                     match sparse {
-                        true => ((pv as f64) <= HALT_THRESHOLD).then(|| p.neg().add_scalar(1.0).unsqueeze_dim::<3>(2)),
+                        true => ((pv as f64) <= HALT_THRESHOLD)
+                            .then(|| p.neg().add_scalar(1.0).unsqueeze_dim::<3>(2)),
                         false => Some(p.neg().add_scalar(1.0).unsqueeze_dim::<3>(2)),
                     }
                 }
@@ -133,18 +172,31 @@ impl TsaModel {
         }
         cache.len += 1;
         let w = self.tok_emb.weight.val();
-        let logits = self.ln_f.forward(h).reshape([1, self.config.d_model]).matmul(w.transpose());
+        let logits = self
+            .ln_f
+            .forward(h)
+            .reshape([1, self.config.d_model])
+            .matmul(w.transpose());
         Ok((read::floats(logits).await?, halting))
     }
 }
 
 fn sample(logits: &[f32], temperature: f64, rng: &mut StdRng) -> u32 {
-    let argmax = || logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i as u32);
+    let argmax = || {
+        logits
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(i, _)| i as u32)
+    };
     if temperature <= 0.0 {
         return argmax();
     }
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let weights: Vec<f64> = logits.iter().map(|&l| ((l as f64 - max) / temperature).exp()).collect();
+    let weights: Vec<f64> = logits
+        .iter()
+        .map(|&l| ((l as f64 - max) / temperature).exp())
+        .collect();
     let total: f64 = weights.iter().sum();
     let mut u = rng.random_range(0.0..total);
     for (i, w) in weights.iter().enumerate() {

@@ -12,7 +12,11 @@ pub const MOD_AUX_WEIGHT: f64 = 0.1;
 
 /// Mean cross-entropy of `logits` [B, T, V] against `targets` [B, T], over the positions where
 /// `mask` [B, T] is 1 (all positions when `None`), in nats.
-pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>, mask: Option<Tensor<2>>) -> Tensor<1> {
+pub fn cross_entropy(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    mask: Option<Tensor<2>>,
+) -> Tensor<1> {
     let [b, t] = targets.dims();
     let nll = log_softmax(logits, 2)
         .gather(2, targets.reshape([b, t, 1]))

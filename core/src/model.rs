@@ -75,19 +75,27 @@ impl TsaConfig {
         self.validate()?;
         let (d, l) = (self.d_model, self.n_layers);
         let routers = if self.routing.has_routers() {
-            (0..self.n_routers()).map(|_| Router::init(d, self.router_width(), device)).collect()
+            (0..self.n_routers())
+                .map(|_| Router::init(d, self.router_width(), device))
+                .collect()
         } else {
             Vec::new()
         };
         let exit_norms = if self.routing == Routing::EarlyExit {
-            (0..self.n_routers()).map(|_| LayerNormConfig::new(d).init(device)).collect()
+            (0..self.n_routers())
+                .map(|_| LayerNormConfig::new(d).init(device))
+                .collect()
         } else {
             Vec::new()
         };
         Ok(TsaModel {
-            tok_emb: Embedding { weight: init::normal([self.vocab_size, d], init::STD, device) },
+            tok_emb: Embedding {
+                weight: init::normal([self.vocab_size, d], init::STD, device),
+            },
             pos_emb: init::normal([self.context, d], init::STD, device),
-            blocks: (0..l).map(|_| Block::init(d, self.n_heads, self.d_ff, l, device)).collect(),
+            blocks: (0..l)
+                .map(|_| Block::init(d, self.n_heads, self.d_ff, l, device))
+                .collect(),
             routers,
             exit_norms,
             ln_f: LayerNormConfig::new(d).init(device),
@@ -100,7 +108,11 @@ impl TsaModel {
     /// `tokens`: [B, T] with T ≤ context. Panics if T exceeds the context (callers crop).
     pub fn forward(&self, tokens: Tensor<2, Int>, exec: Execution) -> ModelOutput {
         let [b, t] = tokens.dims();
-        assert!(t <= self.config.context, "sequence length {t} exceeds the context {}", self.config.context);
+        assert!(
+            t <= self.config.context,
+            "sequence length {t} exceeds the context {}",
+            self.config.context
+        );
         let device = tokens.device();
         let pos = self.pos_emb.val().narrow(0, 0, t).unsqueeze::<3>();
         let mut h = self.blocks[0].forward(self.tok_emb.forward(tokens) + pos, &Gate::Open);
@@ -124,7 +136,10 @@ impl TsaModel {
         for l in 0..self.config.n_routers() {
             let gate = match (self.config.routing, exec) {
                 (Routing::Dense, _) => Gate::Open,
-                (Routing::Tsa { .. }, Execution::Sparse(scale) | Execution::SparseQueries(scale)) => {
+                (
+                    Routing::Tsa { .. },
+                    Execution::Sparse(scale) | Execution::SparseQueries(scale),
+                ) => {
                     let p = self.routers[l].forward(h.clone());
                     let keep = routing::kept(p.clone());
                     let keep_f = keep.clone().float();
@@ -143,7 +158,10 @@ impl TsaModel {
                     out.active.push(g.clone());
                     Gate::Soft(g.unsqueeze_dim(2))
                 }
-                (Routing::MixtureOfDepths { .. }, Execution::Sparse(scale) | Execution::SparseQueries(scale)) => {
+                (
+                    Routing::MixtureOfDepths { .. },
+                    Execution::Sparse(scale) | Execution::SparseQueries(scale),
+                ) => {
                     let p = self.routers[l].forward(h.clone());
                     let w = p.clone().neg() + 1.0;
                     let keep = w.clone().greater_elem(routing::HALT_THRESHOLD);
@@ -159,7 +177,8 @@ impl TsaModel {
                 (Routing::MixtureOfDepths { capacity }, _) => {
                     let p = self.routers[l].forward(h.clone());
                     let w = p.clone().neg() + 1.0;
-                    let chosen = routing::top_k_mask(w.clone().detach(), routing::capacity_k(capacity, t));
+                    let chosen =
+                        routing::top_k_mask(w.clone().detach(), routing::capacity_k(capacity, t));
                     let aux = binary_cross_entropy(w.clone(), chosen.clone());
                     out.router_aux = Some(match out.router_aux.take() {
                         Some(acc) => acc + aux,
@@ -170,7 +189,8 @@ impl TsaModel {
                     Gate::Soft((chosen * w).unsqueeze_dim(2))
                 }
                 (Routing::EarlyExit, Execution::Exit { threshold }) => {
-                    let (still, exited) = exits.take().expect("initialised for early-exit inference");
+                    let (still, exited) =
+                        exits.take().expect("initialised for early-exit inference");
                     let logits = self.head(self.exit_norms[l].forward(h.clone()));
                     let confidence = softmax(logits.clone(), 2).max_dim(2).squeeze_dim::<2>(2);
                     let leaves = still.clone() * confidence.greater_elem(threshold).float();
@@ -182,10 +202,13 @@ impl TsaModel {
                     Gate::Soft(still.unsqueeze_dim(2))
                 }
                 (Routing::EarlyExit, Execution::Train) => {
-                    out.exit_logits.push(self.head(self.exit_norms[l].forward(h.clone())));
+                    out.exit_logits
+                        .push(self.head(self.exit_norms[l].forward(h.clone())));
                     Gate::Open
                 }
-                (Routing::EarlyExit, Execution::Sparse(_) | Execution::SparseQueries(_)) => Gate::Open,
+                (Routing::EarlyExit, Execution::Sparse(_) | Execution::SparseQueries(_)) => {
+                    Gate::Open
+                }
             };
             h = self.blocks[l + 1].forward(h, &gate);
         }
@@ -212,7 +235,9 @@ impl TsaModel {
     fn head(&self, x: Tensor<3>) -> Tensor<3> {
         let [b, t, d] = x.dims();
         let w = self.tok_emb.weight.val(); // [V, d]
-        x.reshape([b * t, d]).matmul(w.transpose()).reshape([b, t, self.config.vocab_size])
+        x.reshape([b * t, d])
+            .matmul(w.transpose())
+            .reshape([b, t, self.config.vocab_size])
     }
 }
 
@@ -221,7 +246,11 @@ fn hard_gate(keep: Tensor<2, burn::tensor::Bool>, scale: Tensor<2>, skip_queries
     let [b, t] = keep.dims();
     let keep = sparse::keep_indices(keep);
     let queries = skip_queries.then(|| sparse::positions_per_sequence(&keep, b, t));
-    Gate::Hard { keep, scale: scale.unsqueeze_dim(2), queries }
+    Gate::Hard {
+        keep,
+        scale: scale.unsqueeze_dim(2),
+        queries,
+    }
 }
 
 /// Mean binary cross-entropy of probabilities `p` against 0/1 `target`, clamped away from 0 and 1.

@@ -98,24 +98,38 @@ pub fn decay_groups(model: &TsaModel) -> DecayGroups {
             }
         }
     }
-    let mut c = Collect { path: Vec::new(), groups: DecayGroups::default() };
+    let mut c = Collect {
+        path: Vec::new(),
+        groups: DecayGroups::default(),
+    };
     model.visit(&mut c);
     c.groups
 }
 
 /// AdamW(β = 0.9, 0.95) with decay on the `decay` group and none on the rest.
 pub fn adamw(model: &TsaModel, config: &TrainConfig) -> ModuleOptimizer {
-    let base = AdamWConfig::new().with_beta_1(0.9).with_beta_2(0.95).with_epsilon(1e-8);
+    let base = AdamWConfig::new()
+        .with_beta_1(0.9)
+        .with_beta_2(0.95)
+        .with_epsilon(1e-8);
     let groups = decay_groups(model);
     base.clone()
         .with_weight_decay(config.weight_decay as f32)
         .init()
-        .with_group(ParamGroup::from_paths(groups.no_decay), base.with_weight_decay(0.0).build(), None)
+        .with_group(
+            ParamGroup::from_paths(groups.no_decay),
+            base.with_weight_decay(0.0).build(),
+            None,
+        )
 }
 
 /// Scales all gradients by min(1, max_norm / ‖g‖₂) over the whole model, without reading back
 /// to the host (the scale stays a tensor). Returns the clipped gradients and ‖g‖₂ before clipping.
-pub fn clip_global_norm(model: &TsaModel, mut grads: GradientsParams, max_norm: f64) -> (GradientsParams, Tensor<1>) {
+pub fn clip_global_norm(
+    model: &TsaModel,
+    mut grads: GradientsParams,
+    max_norm: f64,
+) -> (GradientsParams, Tensor<1>) {
     struct SumSquares<'a> {
         grads: &'a GradientsParams,
         total: Option<Tensor<1>>,
@@ -144,13 +158,27 @@ pub fn clip_global_norm(model: &TsaModel, mut grads: GradientsParams, max_norm: 
         }
     }
 
-    let mut ss = SumSquares { grads: &grads, total: None };
+    let mut ss = SumSquares {
+        grads: &grads,
+        total: None,
+    };
     model.visit(&mut ss);
     let device = model.tok_emb.weight.val().device();
-    let norm = ss.total.map(|t| t.sqrt()).unwrap_or_else(|| Tensor::zeros([1], &device));
+    let norm = ss
+        .total
+        .map(|t| t.sqrt())
+        .unwrap_or_else(|| Tensor::zeros([1], &device));
     if max_norm > 0.0 {
-        let scale = norm.clone().add_scalar(1e-6).recip().mul_scalar(max_norm).clamp_max(1.0);
-        let mut sc = Scale { grads: &mut grads, scale };
+        let scale = norm
+            .clone()
+            .add_scalar(1e-6)
+            .recip()
+            .mul_scalar(max_norm)
+            .clamp_max(1.0);
+        let mut sc = Scale {
+            grads: &mut grads,
+            scale,
+        };
         model.visit(&mut sc);
     }
     (grads, norm)

@@ -7,8 +7,13 @@ use crate::error::{Result, TsaError};
 
 /// All values of a float tensor, read asynchronously.
 pub async fn floats<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
-    let data = t.into_data_async().await.map_err(|e| TsaError::Read(format!("{e:?}")))?;
-    data.convert::<f32>().try_into_vec::<f32>().map_err(|e| TsaError::Read(format!("{e:?}")))
+    let data = t
+        .into_data_async()
+        .await
+        .map_err(|e| TsaError::Read(format!("{e:?}")))?;
+    data.convert::<f32>()
+        .try_into_vec::<f32>()
+        .map_err(|e| TsaError::Read(format!("{e:?}")))
 }
 
 /// Runs a future to completion on the current thread (native only; the browser awaits).

@@ -63,7 +63,10 @@ pub fn top_k_mask(w: Tensor<2>, k: usize) -> Tensor<2> {
     // j < i, in (query i, key j) coordinates: Burn's `triu_mask` marks what `triu` would zero.
     let before = Tensor::<2, Bool>::triu_mask([t, t], 0, &device);
     let greater = wj.clone().greater(wi.clone()).float();
-    let tie_before = wj.equal(wi).bool_and(before.unsqueeze::<3>().expand([b, t, t])).float();
+    let tie_before = wj
+        .equal(wi)
+        .bool_and(before.unsqueeze::<3>().expand([b, t, t]))
+        .float();
     let rank = (greater + tie_before).sum_dim(2).squeeze_dim::<2>(2);
     rank.lower_elem(k as f64).float()
 }

@@ -1,7 +1,7 @@
 //! Sparse inference (§3.6): only the kept tokens run the FFN, gathered into a dense [k, d] block
 //! and scattered back; the halted rows get a zero update.
 
-use burn::tensor::{Bool, Int, IndexingUpdateOp, Tensor};
+use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor};
 
 use crate::block::Ffn;
 
@@ -26,7 +26,8 @@ pub fn scatter_rows(rows: Tensor<2>, keep: Tensor<1, Int>, scale: Tensor<3>) -> 
         return out.reshape([b, t, d]);
     }
     let rows = rows * scale.reshape([b * t, 1]).select(0, keep.clone());
-    out.select_assign(0, keep, rows, IndexingUpdateOp::Assign).reshape([b, t, d])
+    out.select_assign(0, keep, rows, IndexingUpdateOp::Assign)
+        .reshape([b, t, d])
 }
 
 /// Kept positions of each of `b` sequences of length `t`, from ascending flat indices (a host

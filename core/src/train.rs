@@ -55,7 +55,11 @@ impl Trainer {
     /// A fresh model on `device` (autodiff is added if missing), seeded by `train.seed`.
     pub fn new(model: &TsaConfig, train: TrainConfig, device: &Device) -> Result<Self> {
         train.validate()?;
-        let device = if device.is_autodiff() { device.clone() } else { device.clone().autodiff() };
+        let device = if device.is_autodiff() {
+            device.clone()
+        } else {
+            device.clone().autodiff()
+        };
         device.seed(train.seed);
         Ok(Self::from_model(model.init(&device)?, train, 0))
     }
@@ -63,7 +67,12 @@ impl Trainer {
     /// Continues training `model` (e.g. loaded from a checkpoint) from `step`.
     pub fn from_model(model: TsaModel, train: TrainConfig, step: usize) -> Self {
         let optim = optim::adamw(&model, &train);
-        Self { model, config: train, step, optim }
+        Self {
+            model,
+            config: train,
+            step,
+            optim,
+        }
     }
 
     /// One optimiser step on `batch`. A non-finite loss or gradient leaves the model and the
@@ -77,17 +86,37 @@ impl Trainer {
         let (grads, norm) = optim::clip_global_norm(&self.model, grads, self.config.grad_clip);
 
         let device = norm.device();
-        let alpha = alpha.map(|a| a.detach().inner()).unwrap_or_else(|| Tensor::ones([1], &device));
-        let stats = Tensor::cat(vec![obj.total.detach().inner(), obj.task.detach().inner(), alpha, norm], 0);
+        let alpha = alpha
+            .map(|a| a.detach().inner())
+            .unwrap_or_else(|| Tensor::ones([1], &device));
+        let stats = Tensor::cat(
+            vec![
+                obj.total.detach().inner(),
+                obj.task.detach().inner(),
+                alpha,
+                norm,
+            ],
+            0,
+        );
         let v = read::floats(stats).await?;
         if let Some(&bad) = v.iter().find(|x| !x.is_finite()) {
-            return Err(TsaError::NonFiniteLoss { step: self.step + 1, value: bad });
+            return Err(TsaError::NonFiniteLoss {
+                step: self.step + 1,
+                value: bad,
+            });
         }
 
         let lr = self.config.lr_at(self.step);
         self.model = self.optim.step(lr, self.model.clone(), grads);
         self.step += 1;
-        Ok(StepStats { step: self.step, loss: v[0], task_loss: v[1], alpha: v[2], grad_norm: v[3], lr })
+        Ok(StepStats {
+            step: self.step,
+            loss: v[0],
+            task_loss: v[1],
+            alpha: v[2],
+            grad_norm: v[3],
+            lr,
+        })
     }
 
     /// The model without autodiff, for evaluation and inference.
@@ -99,7 +128,9 @@ impl Trainer {
 /// Mean loss, α and accuracy over `batches`, reading back once at the end.
 pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> Result<EvalStats> {
     if batches.is_empty() {
-        return Err(TsaError::InvalidConfig("evaluation needs at least one batch".into()));
+        return Err(TsaError::InvalidConfig(
+            "evaluation needs at least one batch".into(),
+        ));
     }
     let mut rows = Vec::with_capacity(batches.len());
     for batch in batches {
@@ -107,8 +138,17 @@ pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> R
         let device = out.logits.device();
         let alpha = metrics::alpha(&out.active).unwrap_or_else(|| Tensor::ones([1], &device));
         let [b, t] = batch.targets.dims();
-        let hits = out.logits.clone().argmax(2).reshape([b, t]).equal(batch.targets.clone()).float();
-        let mask = batch.mask.clone().unwrap_or_else(|| Tensor::ones([b, t], &device));
+        let hits = out
+            .logits
+            .clone()
+            .argmax(2)
+            .reshape([b, t])
+            .equal(batch.targets.clone())
+            .float();
+        let mask = batch
+            .mask
+            .clone()
+            .unwrap_or_else(|| Tensor::ones([b, t], &device));
         let accuracy = (hits * mask.clone()).sum().div(mask.sum().clamp_min(1.0));
         let ce = cross_entropy(out.logits, batch.targets.clone(), batch.mask.clone());
         rows.push(Tensor::cat(vec![ce, alpha, accuracy], 0));
@@ -118,7 +158,10 @@ pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> R
     let mean = |k: usize| v.iter().skip(k).step_by(3).map(|&x| x as f64).sum::<f64>() / n;
     let (loss, alpha, accuracy) = (mean(0), mean(1), mean(2));
     if !loss.is_finite() {
-        return Err(TsaError::NonFiniteLoss { step: 0, value: loss as f32 });
+        return Err(TsaError::NonFiniteLoss {
+            step: 0,
+            value: loss as f32,
+        });
     }
     Ok(EvalStats {
         loss,

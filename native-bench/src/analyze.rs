@@ -7,9 +7,9 @@ use anyhow::{Context, Result, bail};
 use burn::tensor::activation::log_softmax;
 use clap::Args;
 use serde::Serialize;
+use tsa_core::Execution;
 use tsa_core::data::{Batch, Corpus, Split};
 use tsa_core::read::block_on;
-use tsa_core::Execution;
 
 use crate::device::{self, DeviceChoice};
 use crate::report::{self, Series};
@@ -29,7 +29,15 @@ pub struct AnalyzeArgs {
     pub out: PathBuf,
 }
 
-pub const CLASSES: [&str; 7] = ["space", "newline", "punctuation", "capital", "word-initial letter", "mid-word letter", "other"];
+pub const CLASSES: [&str; 7] = [
+    "space",
+    "newline",
+    "punctuation",
+    "capital",
+    "word-initial letter",
+    "mid-word letter",
+    "other",
+];
 
 /// The class of `c` given the character before it.
 pub fn class(prev: Option<char>, c: char) -> usize {
@@ -38,7 +46,13 @@ pub fn class(prev: Option<char>, c: char) -> usize {
         '\n' => 1,
         c if c.is_ascii_punctuation() => 2,
         c if c.is_uppercase() => 3,
-        c if c.is_alphabetic() => if prev.is_some_and(|p| p.is_alphabetic() || p == '\'') { 5 } else { 4 },
+        c if c.is_alphabetic() => {
+            if prev.is_some_and(|p| p.is_alphabetic() || p == '\'') {
+                5
+            } else {
+                4
+            }
+        }
         _ => 6,
     }
 }
@@ -64,15 +78,23 @@ fn pearson(x: &[f64], y: &[f64]) -> f64 {
 
 pub fn main(args: &AnalyzeArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
-    let bytes = std::fs::read(&args.checkpoint).with_context(|| format!("cannot read {}", args.checkpoint.display()))?;
+    let bytes = std::fs::read(&args.checkpoint)
+        .with_context(|| format!("cannot read {}", args.checkpoint.display()))?;
     let (model, meta) = tsa_core::checkpoint::from_bytes(&bytes, &chosen.device)?;
-    let Some(tok) = meta.vocab else { bail!("this checkpoint has no character vocabulary") };
+    let Some(tok) = meta.vocab else {
+        bail!("this checkpoint has no character vocabulary")
+    };
     if model.routers.is_empty() {
         bail!("{} has no routers to analyse", model.config.routing.label());
     }
     let ctx = model.config.context;
-    let path = args.corpus.clone().or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from)).unwrap_or_else(|| "data/tinyshakespeare.txt".into());
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read corpus {}", path.display()))?;
+    let path = args
+        .corpus
+        .clone()
+        .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
+        .unwrap_or_else(|| "data/tinyshakespeare.txt".into());
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read corpus {}", path.display()))?;
     let corpus = Corpus::with_tokenizer(&text, tok.clone(), ctx)?;
     let n_r = model.routers.len();
     let mut sums = vec![(0usize, vec![0.0f64; n_r], 0.0f64); CLASSES.len()];
@@ -80,10 +102,19 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
     for (x, y) in corpus.eval_windows(Split::Val, args.windows, 1, ctx, 99) {
         let batch = Batch::new(x.clone(), y.clone(), None, ctx, &chosen.device);
         let out = model.forward(batch.inputs.clone(), Execution::Train);
-        let nll = log_softmax(out.logits, 2).gather(2, batch.targets.reshape([1, ctx, 1])).neg();
+        let nll = log_softmax(out.logits, 2)
+            .gather(2, batch.targets.reshape([1, ctx, 1]))
+            .neg();
         let loss: Vec<f32> = block_on(tsa_core::read::floats(nll))?;
-        let active: Vec<Vec<f32>> = out.active.iter().map(|a| block_on(tsa_core::read::floats(a.clone()))).collect::<Result<_, _>>()?;
-        let chars = tok.decode(&x.iter().map(|&i| i as u32).collect::<Vec<_>>())?.chars().collect::<Vec<_>>();
+        let active: Vec<Vec<f32>> = out
+            .active
+            .iter()
+            .map(|a| block_on(tsa_core::read::floats(a.clone())))
+            .collect::<Result<_, _>>()?;
+        let chars = tok
+            .decode(&x.iter().map(|&i| i as u32).collect::<Vec<_>>())?
+            .chars()
+            .collect::<Vec<_>>();
         for i in 0..ctx {
             let k = class(i.checked_sub(1).map(|j| chars[j]), chars[i]);
             sums[k].0 += 1;
@@ -97,31 +128,69 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
             all_loss.push(loss[i] as f64);
         }
     }
-    let rows: Vec<ClassRow> = sums.iter().enumerate().filter(|(_, s)| s.0 > 0).map(|(k, (n, act, loss))| ClassRow {
-        class: CLASSES[k], count: *n, active: act.iter().map(|a| a / *n as f64).collect(),
-        mean_active: act.iter().sum::<f64>() / (*n * n_r) as f64, mean_loss: loss / *n as f64,
-    }).collect();
+    let rows: Vec<ClassRow> = sums
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.0 > 0)
+        .map(|(k, (n, act, loss))| ClassRow {
+            class: CLASSES[k],
+            count: *n,
+            active: act.iter().map(|a| a / *n as f64).collect(),
+            mean_active: act.iter().sum::<f64>() / (*n * n_r) as f64,
+            mean_loss: loss / *n as f64,
+        })
+        .collect();
     let r = pearson(&all_active, &all_loss);
 
     let mut header = vec!["class".to_string(), "count".into()];
     header.extend((0..n_r).map(|l| format!("1−p r{l}")));
     header.extend(["mean 1−p".into(), "mean loss".into()]);
-    let cells: Vec<Vec<String>> = rows.iter().map(|c| {
-        let mut v = vec![c.class.to_string(), c.count.to_string()];
-        v.extend(c.active.iter().map(|a| format!("{a:.3}")));
-        v.extend([format!("{:.3}", c.mean_active), format!("{:.3}", c.mean_loss)]);
-        v
-    }).collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|c| {
+            let mut v = vec![c.class.to_string(), c.count.to_string()];
+            v.extend(c.active.iter().map(|a| format!("{a:.3}")));
+            v.extend([
+                format!("{:.3}", c.mean_active),
+                format!("{:.3}", c.mean_loss),
+            ]);
+            v
+        })
+        .collect();
     let hdr: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
     let md = format!(
         "# Routing by token class ({}; {} validation characters)\n\n{}\nPearson correlation between a token's mean (1 − p) and its loss: r = {r:.3}\n",
-        model.config.routing.label(), all_loss.len(), report::markdown(&hdr, &cells)
+        model.config.routing.label(),
+        all_loss.len(),
+        report::markdown(&hdr, &cells)
     );
     let dir = report::results_dir(&args.out)?;
     report::write(&dir.join("analyze.md"), &md)?;
-    report::write(&dir.join("analyze.json"), &serde_json::to_string_pretty(&serde_json::json!({ "classes": rows, "pearson_active_loss": r }))?)?;
-    let series: Vec<Series> = rows.iter().map(|c| Series { name: c.class.into(), points: c.active.iter().enumerate().map(|(l, &a)| (l as f64, a)).collect() }).collect();
-    report::line_chart(&dir.join("analyze.svg"), "1 − p by router and token class", "router", "mean 1 − p", &series)?;
+    report::write(
+        &dir.join("analyze.json"),
+        &serde_json::to_string_pretty(
+            &serde_json::json!({ "classes": rows, "pearson_active_loss": r }),
+        )?,
+    )?;
+    let series: Vec<Series> = rows
+        .iter()
+        .map(|c| Series {
+            name: c.class.into(),
+            points: c
+                .active
+                .iter()
+                .enumerate()
+                .map(|(l, &a)| (l as f64, a))
+                .collect(),
+        })
+        .collect();
+    report::line_chart(
+        &dir.join("analyze.svg"),
+        "1 − p by router and token class",
+        "router",
+        "mean 1 − p",
+        &series,
+    )?;
     println!("{md}\nsaved {}/analyze.{{md,json,svg}}", dir.display());
     Ok(())
 }
@@ -133,9 +202,27 @@ mod tests {
     #[test]
     fn characters_fall_into_the_right_class() {
         let text: Vec<char> = "Hi, you\nthere".chars().collect();
-        let got: Vec<&str> = (0..text.len()).map(|i| CLASSES[class(i.checked_sub(1).map(|j| text[j]), text[i])]).collect();
-        assert_eq!(got, ["capital", "mid-word letter", "punctuation", "space", "word-initial letter", "mid-word letter",
-            "mid-word letter", "newline", "word-initial letter", "mid-word letter", "mid-word letter", "mid-word letter", "mid-word letter"]);
+        let got: Vec<&str> = (0..text.len())
+            .map(|i| CLASSES[class(i.checked_sub(1).map(|j| text[j]), text[i])])
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "capital",
+                "mid-word letter",
+                "punctuation",
+                "space",
+                "word-initial letter",
+                "mid-word letter",
+                "mid-word letter",
+                "newline",
+                "word-initial letter",
+                "mid-word letter",
+                "mid-word letter",
+                "mid-word letter",
+                "mid-word letter"
+            ]
+        );
         assert!((pearson(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]) - 1.0).abs() < 1e-12);
     }
 }

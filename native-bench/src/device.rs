@@ -28,7 +28,10 @@ fn wgpu_adapters() -> Vec<(Device, String)> {
         .into_vec()
         .into_iter()
         .map(|d| {
-            let name = d.identity().map(|i| i.name).unwrap_or_else(|| "unknown adapter".into());
+            let name = d
+                .identity()
+                .map(|i| i.name)
+                .unwrap_or_else(|| "unknown adapter".into());
             (d, name)
         })
         .collect()
@@ -39,19 +42,29 @@ pub fn choose(choice: DeviceChoice) -> Result<Chosen> {
         device: Device::flex(),
         name: format!(
             "cpu: flex ({} threads)",
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
         ),
     };
     match choice {
         DeviceChoice::Cpu => Ok(cpu()),
         DeviceChoice::Wgpu => match wgpu_adapters().into_iter().next() {
-            Some((device, name)) => Ok(Chosen { device, name: format!("wgpu: {name}") }),
-            None => bail!("no wgpu adapter found (on Linux without a GPU: apt-get install mesa-vulkan-drivers)"),
+            Some((device, name)) => Ok(Chosen {
+                device,
+                name: format!("wgpu: {name}"),
+            }),
+            None => bail!(
+                "no wgpu adapter found (on Linux without a GPU: apt-get install mesa-vulkan-drivers)"
+            ),
         },
         DeviceChoice::Auto => Ok(wgpu_adapters()
             .into_iter()
             .find(|(_, name)| !SOFTWARE.iter().any(|s| name.to_lowercase().contains(s)))
-            .map(|(device, name)| Chosen { device, name: format!("wgpu: {name}") })
+            .map(|(device, name)| Chosen {
+                device,
+                name: format!("wgpu: {name}"),
+            })
             .unwrap_or_else(cpu)),
     }
 }

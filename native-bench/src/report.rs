@@ -13,7 +13,11 @@ pub fn results_dir(dir: &Path) -> Result<PathBuf> {
 
 /// A markdown table from a header and rows of cells.
 pub fn markdown(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut s = format!("| {} |\n|{}\n", header.join(" | "), header.iter().map(|_| " --- |").collect::<String>());
+    let mut s = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        header.iter().map(|_| " --- |").collect::<String>()
+    );
     for r in rows {
         s.push_str(&format!("| {} |\n", r.join(" | ")));
     }
@@ -40,14 +44,36 @@ pub struct Series {
 }
 
 /// A line chart (or a scatter with lines between points) as SVG.
-pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<()> {
-    let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.iter().copied()).filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<()> {
+    let all: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
     if all.is_empty() {
         return Ok(());
     }
-    let pad = |lo: f64, hi: f64| if (hi - lo).abs() < 1e-12 { (lo - 0.5, hi + 0.5) } else { (lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)) };
-    let (x0, x1) = pad(all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min), all.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max));
-    let (y0, y1) = pad(all.iter().map(|p| p.1).fold(f64::INFINITY, f64::min), all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max));
+    let pad = |lo: f64, hi: f64| {
+        if (hi - lo).abs() < 1e-12 {
+            (lo - 0.5, hi + 0.5)
+        } else {
+            (lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+        }
+    };
+    let (x0, x1) = pad(
+        all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min),
+        all.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max),
+    );
+    let (y0, y1) = pad(
+        all.iter().map(|p| p.1).fold(f64::INFINITY, f64::min),
+        all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
+    );
     let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut chart = ChartBuilder::on(&root)
@@ -57,19 +83,31 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
         .y_label_area_size(60)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
             .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
         chart
             .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
 }

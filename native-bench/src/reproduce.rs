@@ -86,13 +86,31 @@ fn lm_shape(scale: Scale, steps: Option<usize>, seed: u64) -> Shape {
     match scale {
         Scale::Paper => Shape {
             model: TsaConfig::paper_lm,
-            train: TrainConfig::new().with_lr(1e-3).with_steps(steps.unwrap_or(5000)).with_batch_size(64).with_warmup_steps(200).with_seed(seed),
+            train: TrainConfig::new()
+                .with_lr(1e-3)
+                .with_steps(steps.unwrap_or(5000))
+                .with_batch_size(64)
+                .with_warmup_steps(200)
+                .with_seed(seed),
             eval_batches: 20,
             eval_every: 250,
         },
         Scale::Quick => Shape {
-            model: |v, r| TsaConfig::new(v).with_d_model(128).with_n_layers(6).with_n_heads(4).with_d_ff(512).with_context(64).with_routing(r),
-            train: TrainConfig::new().with_lr(2e-3).with_steps(steps.unwrap_or(600)).with_batch_size(16).with_warmup_steps(50).with_seed(seed),
+            model: |v, r| {
+                TsaConfig::new(v)
+                    .with_d_model(128)
+                    .with_n_layers(6)
+                    .with_n_heads(4)
+                    .with_d_ff(512)
+                    .with_context(64)
+                    .with_routing(r)
+            },
+            train: TrainConfig::new()
+                .with_lr(2e-3)
+                .with_steps(steps.unwrap_or(600))
+                .with_batch_size(16)
+                .with_warmup_steps(50)
+                .with_seed(seed),
             eval_batches: 16,
             eval_every: 100,
         },
@@ -100,41 +118,101 @@ fn lm_shape(scale: Scale, steps: Option<usize>, seed: u64) -> Shape {
 }
 
 fn task_shape(scale: Scale, steps: Option<usize>, seed: u64) -> Shape {
-    let (default_steps, batch) = match scale { Scale::Paper => (10_000, 64), Scale::Quick => (1_500, 32) };
+    let (default_steps, batch) = match scale {
+        Scale::Paper => (10_000, 64),
+        Scale::Quick => (1_500, 32),
+    };
     Shape {
         model: |_, r| TsaConfig::paper_synthetic(r),
-        train: TrainConfig::new().with_lr(3e-4 * if scale == Scale::Quick { 3.0 } else { 1.0 })
-            .with_steps(steps.unwrap_or(default_steps)).with_batch_size(batch).with_warmup_steps(100).with_seed(seed),
+        train: TrainConfig::new()
+            .with_lr(3e-4 * if scale == Scale::Quick { 3.0 } else { 1.0 })
+            .with_steps(steps.unwrap_or(default_steps))
+            .with_batch_size(batch)
+            .with_warmup_steps(100)
+            .with_seed(seed),
         eval_batches: 10,
         eval_every: 250,
     }
 }
 
-fn arm(task: &str, name: &str, data: &Data, shape: &Shape, routing: Routing, device: &burn::tensor::Device) -> Result<(Arm, RunResult)> {
+fn arm(
+    task: &str,
+    name: &str,
+    data: &Data,
+    shape: &Shape,
+    routing: Routing,
+    device: &burn::tensor::Device,
+) -> Result<(Arm, RunResult)> {
     let cfg = (shape.model)(data.vocab_size(), routing);
-    let r = train::run(&format!("{task}/{name}"), data, &cfg, &shape.train, shape.eval_every, shape.eval_batches, device)?;
+    let r = train::run(
+        &format!("{task}/{name}"),
+        data,
+        &cfg,
+        &shape.train,
+        shape.eval_every,
+        shape.eval_batches,
+        device,
+    )?;
     let (sparse_val_loss, sparse_alpha) = if routing.has_routers() {
-        let eval = data.eval_set(shape.eval_batches, shape.train.batch_size, cfg.context, device);
-        let s = block_on(evaluate(&r.model, &eval, Execution::Sparse(KeepScale::OneMinusP)))?;
+        let eval = data.eval_set(
+            shape.eval_batches,
+            shape.train.batch_size,
+            cfg.context,
+            device,
+        );
+        let s = block_on(evaluate(
+            &r.model,
+            &eval,
+            Execution::Sparse(KeepScale::OneMinusP),
+        ))?;
         (Some(s.loss), Some(s.alpha))
     } else {
         (None, None)
     };
     let l = r.last;
-    Ok((Arm {
-        task: task.into(), model: name.into(), params: r.params, val_loss: l.loss, bpc: l.bpc, perplexity: l.loss.exp(),
-        accuracy: l.accuracy, alpha: l.alpha, tlops_saved: l.tlops_saved, sparse_val_loss, sparse_alpha, seconds: r.seconds, threshold: None,
-    }, r))
+    Ok((
+        Arm {
+            task: task.into(),
+            model: name.into(),
+            params: r.params,
+            val_loss: l.loss,
+            bpc: l.bpc,
+            perplexity: l.loss.exp(),
+            accuracy: l.accuracy,
+            alpha: l.alpha,
+            tlops_saved: l.tlops_saved,
+            sparse_val_loss,
+            sparse_alpha,
+            seconds: r.seconds,
+            threshold: None,
+        },
+        r,
+    ))
 }
 
 /// Early-exit evaluation at each threshold: (threshold, val loss, α).
-fn exit_sweep(r: &RunResult, data: &Data, shape: &Shape, device: &burn::tensor::Device) -> Result<Vec<(f64, f64, f64)>> {
-    let eval = data.eval_set(shape.eval_batches, shape.train.batch_size, r.model.config.context, device);
-    let thresholds = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99, 0.999];
-    thresholds.iter().map(|&t| {
-        let s = block_on(evaluate(&r.model, &eval, Execution::Exit { threshold: t }))?;
-        Ok((t, s.loss, s.alpha))
-    }).collect()
+fn exit_sweep(
+    r: &RunResult,
+    data: &Data,
+    shape: &Shape,
+    device: &burn::tensor::Device,
+) -> Result<Vec<(f64, f64, f64)>> {
+    let eval = data.eval_set(
+        shape.eval_batches,
+        shape.train.batch_size,
+        r.model.config.context,
+        device,
+    );
+    let thresholds = [
+        0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99, 0.999,
+    ];
+    thresholds
+        .iter()
+        .map(|&t| {
+            let s = block_on(evaluate(&r.model, &eval, Execution::Exit { threshold: t }))?;
+            Ok((t, s.loss, s.alpha))
+        })
+        .collect()
 }
 
 pub fn main(args: &ReproduceArgs) -> Result<()> {
@@ -147,7 +225,14 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
     let mut curves: Vec<Series> = Vec::new();
     let mut extra_md = String::new();
     let mut push = |a: Arm, r: &RunResult, arms: &mut Vec<Arm>| {
-        curves.push(Series { name: format!("{} {}", a.task, a.model), points: r.curve.iter().map(|p| (p.step as f64, p.val_loss)).collect() });
+        curves.push(Series {
+            name: format!("{} {}", a.task, a.model),
+            points: r
+                .curve
+                .iter()
+                .map(|p| (p.step as f64, p.val_loss))
+                .collect(),
+        });
         arms.push(a);
     };
 
@@ -159,7 +244,10 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             for task in [Task::Copy, Task::Sort] {
                 let data = Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed));
                 let tname = format!("{task:?}");
-                for (m, routing) in [("Baseline", Routing::Dense), ("TSA", Routing::Tsa { lambda: 0.001 })] {
+                for (m, routing) in [
+                    ("Baseline", Routing::Dense),
+                    ("TSA", Routing::Tsa { lambda: 0.001 }),
+                ] {
                     let (a, r) = arm(&tname, m, &data, &shape, routing, &device)?;
                     push(a, &r, &mut arms);
                 }
@@ -170,31 +258,77 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             let ctx = (shape.model)(1, Routing::Dense).context;
             let data = Data::Lm(train::load_corpus(args.corpus.as_ref(), ctx)?);
             let routings: Vec<(String, Routing)> = match args.table {
-                Table::Table2 => vec![("Baseline".into(), Routing::Dense), ("TSA".into(), Routing::Tsa { lambda: 0.001 })],
-                Table::Table4 => vec![("Baseline".into(), Routing::Dense), ("TSA".into(), Routing::Tsa { lambda: 0.001 }), ("Early Exit".into(), Routing::EarlyExit)],
-                Table::Table6 => [0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5].iter().map(|&l| (format!("TSA λ={l}"), Routing::Tsa { lambda: l })).collect(),
+                Table::Table2 => vec![
+                    ("Baseline".into(), Routing::Dense),
+                    ("TSA".into(), Routing::Tsa { lambda: 0.001 }),
+                ],
+                Table::Table4 => vec![
+                    ("Baseline".into(), Routing::Dense),
+                    ("TSA".into(), Routing::Tsa { lambda: 0.001 }),
+                    ("Early Exit".into(), Routing::EarlyExit),
+                ],
+                Table::Table6 => [0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5]
+                    .iter()
+                    .map(|&l| (format!("TSA λ={l}"), Routing::Tsa { lambda: l }))
+                    .collect(),
                 _ => vec![("Early Exit".into(), Routing::EarlyExit)],
             };
             paper = match args.table {
-                Table::Table2 => "| Baseline | 4,782,336 | 1.4422 | 2.0807 | 1.000 | — |\n| TSA | 4,864,901 | 1.4482 | 2.0893 | 0.726 | 22.8% |",
-                Table::Table4 => "| Baseline | 1.4422 | 2.0807 | 1.000 | — |\n| TSA | 1.4482 | 2.0893 | 0.726 | 22.8% |\n| Early Exit | 1.4586 | 2.1043 | 0.728 | 22.7% |",
-                Table::Table6 => "λ=0: α 0.755 (20.4% saved); λ∈[0, 0.1]: quality range 0.015 nats; λ=0.05: 50.4% saved at <0.5% loss; λ=0.5: α 0.036, quality −5.9%",
+                Table::Table2 => {
+                    "| Baseline | 4,782,336 | 1.4422 | 2.0807 | 1.000 | — |\n| TSA | 4,864,901 | 1.4482 | 2.0893 | 0.726 | 22.8% |"
+                }
+                Table::Table4 => {
+                    "| Baseline | 1.4422 | 2.0807 | 1.000 | — |\n| TSA | 1.4482 | 2.0893 | 0.726 | 22.8% |\n| Early Exit | 1.4586 | 2.1043 | 0.728 | 22.7% |"
+                }
+                Table::Table6 => {
+                    "λ=0: α 0.755 (20.4% saved); λ∈[0, 0.1]: quality range 0.015 nats; λ=0.05: 50.4% saved at <0.5% loss; λ=0.5: α 0.036, quality −5.9%"
+                }
                 _ => "13 thresholds; the one matching α≈0.726 gave val loss 1.4586 (α 0.728)",
             };
             let mut tsa_alpha = None;
             for (m, routing) in routings {
                 let (mut a, r) = arm("Shakespeare", &m, &data, &shape, routing, &device)?;
-                if m == "TSA" { tsa_alpha = Some(a.alpha); }
+                if m == "TSA" {
+                    tsa_alpha = Some(a.alpha);
+                }
                 if routing == Routing::EarlyExit {
                     let sweep = exit_sweep(&r, &data, &shape, &device)?;
                     let target = tsa_alpha.unwrap_or(0.726);
-                    let best = sweep.iter().copied().min_by(|x, y| (x.2 - target).abs().total_cmp(&(y.2 - target).abs()));
-                    extra_md.push_str(&format!("\nEarly-exit threshold sweep (target α = {target:.3}):\n\n"));
-                    extra_md.push_str(&report::markdown(&["threshold", "val loss", "BPC", "α", "TLOps saved"], &sweep.iter().map(|&(t, l, al)| vec![
-                        format!("{t}"), format!("{l:.4}"), format!("{:.4}", metrics::bpc(l)), format!("{al:.3}"), format!("{:.1}%", 100.0 * metrics::tlops_saved(al, r.model.config.n_layers)),
-                    ]).collect::<Vec<_>>()));
-                    report::line_chart(&dir.join(format!("{name}-exit-sweep.svg")), "Early exit: threshold sweep", "α (active fraction)", "validation loss",
-                        &[Series { name: "early exit".into(), points: sweep.iter().map(|&(_, l, al)| (al, l)).collect() }])?;
+                    let best = sweep
+                        .iter()
+                        .copied()
+                        .min_by(|x, y| (x.2 - target).abs().total_cmp(&(y.2 - target).abs()));
+                    extra_md.push_str(&format!(
+                        "\nEarly-exit threshold sweep (target α = {target:.3}):\n\n"
+                    ));
+                    extra_md.push_str(&report::markdown(
+                        &["threshold", "val loss", "BPC", "α", "TLOps saved"],
+                        &sweep
+                            .iter()
+                            .map(|&(t, l, al)| {
+                                vec![
+                                    format!("{t}"),
+                                    format!("{l:.4}"),
+                                    format!("{:.4}", metrics::bpc(l)),
+                                    format!("{al:.3}"),
+                                    format!(
+                                        "{:.1}%",
+                                        100.0 * metrics::tlops_saved(al, r.model.config.n_layers)
+                                    ),
+                                ]
+                            })
+                            .collect::<Vec<_>>(),
+                    ));
+                    report::line_chart(
+                        &dir.join(format!("{name}-exit-sweep.svg")),
+                        "Early exit: threshold sweep",
+                        "α (active fraction)",
+                        "validation loss",
+                        &[Series {
+                            name: "early exit".into(),
+                            points: sweep.iter().map(|&(_, l, al)| (al, l)).collect(),
+                        }],
+                    )?;
                     if let Some((t, l, al)) = best {
                         a.threshold = Some(t);
                         a.val_loss = l;
@@ -207,26 +341,74 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
                 push(a, &r, &mut arms);
             }
             if args.table == Table::Table6 {
-                report::line_chart(&dir.join(format!("{name}-pareto.svg")), "λ sweep: quality vs compute", "α (active fraction)", "validation loss",
-                    &[Series { name: "TSA".into(), points: arms.iter().map(|a| (a.alpha, a.val_loss)).collect() }])?;
+                report::line_chart(
+                    &dir.join(format!("{name}-pareto.svg")),
+                    "λ sweep: quality vs compute",
+                    "α (active fraction)",
+                    "validation loss",
+                    &[Series {
+                        name: "TSA".into(),
+                        points: arms.iter().map(|a| (a.alpha, a.val_loss)).collect(),
+                    }],
+                )?;
             }
         }
     }
 
-    report::line_chart(&dir.join(format!("{name}-curves.svg")), &format!("{name}: validation loss"), "step", "validation loss", &curves)?;
-    let header = ["task", "model", "params", "val loss", "BPC", "ppl", "accuracy", "α", "TLOps saved", "sparse val loss (α)", "threshold", "train s"];
-    let rows: Vec<Vec<String>> = arms.iter().map(|a| vec![
-        a.task.clone(), a.model.clone(), a.params.to_string(), format!("{:.4}", a.val_loss), format!("{:.4}", a.bpc), format!("{:.3}", a.perplexity),
-        format!("{:.4}", a.accuracy), format!("{:.3}", a.alpha), format!("{:.1}%", 100.0 * a.tlops_saved),
-        a.sparse_val_loss.map_or("—".into(), |l| format!("{l:.4} ({:.3})", a.sparse_alpha.unwrap_or(f64::NAN))),
-        a.threshold.map_or("—".into(), |t| t.to_string()), format!("{:.0}", a.seconds),
-    ]).collect();
+    report::line_chart(
+        &dir.join(format!("{name}-curves.svg")),
+        &format!("{name}: validation loss"),
+        "step",
+        "validation loss",
+        &curves,
+    )?;
+    let header = [
+        "task",
+        "model",
+        "params",
+        "val loss",
+        "BPC",
+        "ppl",
+        "accuracy",
+        "α",
+        "TLOps saved",
+        "sparse val loss (α)",
+        "threshold",
+        "train s",
+    ];
+    let rows: Vec<Vec<String>> = arms
+        .iter()
+        .map(|a| {
+            vec![
+                a.task.clone(),
+                a.model.clone(),
+                a.params.to_string(),
+                format!("{:.4}", a.val_loss),
+                format!("{:.4}", a.bpc),
+                format!("{:.3}", a.perplexity),
+                format!("{:.4}", a.accuracy),
+                format!("{:.3}", a.alpha),
+                format!("{:.1}%", 100.0 * a.tlops_saved),
+                a.sparse_val_loss.map_or("—".into(), |l| {
+                    format!("{l:.4} ({:.3})", a.sparse_alpha.unwrap_or(f64::NAN))
+                }),
+                a.threshold.map_or("—".into(), |t| t.to_string()),
+                format!("{:.0}", a.seconds),
+            ]
+        })
+        .collect();
     let md = format!(
         "# {name} ({:?} scale) on {}\n\nCommand: `cargo run --release -p native-bench -- reproduce {name} --scale {:?}`\n\n{}{}\n\nThe paper's numbers:\n\n{}\n",
         args.scale, chosen.name, args.scale, report::markdown(&header, &rows), extra_md, paper
     ).replace("Quick", "quick").replace("Paper", "paper");
     report::write(&dir.join(format!("{name}.md")), &md)?;
-    report::write(&dir.join(format!("{name}.json")), &serde_json::to_string_pretty(&arms)?)?;
-    println!("{md}\nsaved {}/{name}.{{md,json}} and SVG plots", dir.display());
+    report::write(
+        &dir.join(format!("{name}.json")),
+        &serde_json::to_string_pretty(&arms)?,
+    )?;
+    println!(
+        "{md}\nsaved {}/{name}.{{md,json}} and SVG plots",
+        dir.display()
+    );
     Ok(())
 }

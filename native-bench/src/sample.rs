@@ -31,7 +31,10 @@ pub struct SampleArgs {
 
 /// Background colour from green (every block ran) to red (halted everywhere).
 fn paint(ch: char, active: f32, colour: bool) -> String {
-    let shown = match ch { '\n' => "⏎\n".to_string(), c => c.to_string() };
+    let shown = match ch {
+        '\n' => "⏎\n".to_string(),
+        c => c.to_string(),
+    };
     if !colour {
         return shown;
     }
@@ -42,26 +45,65 @@ fn paint(ch: char, active: f32, colour: bool) -> String {
 
 pub fn main(args: &SampleArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
-    let bytes = std::fs::read(&args.checkpoint).with_context(|| format!("cannot read {}", args.checkpoint.display()))?;
+    let bytes = std::fs::read(&args.checkpoint)
+        .with_context(|| format!("cannot read {}", args.checkpoint.display()))?;
     let (model, meta) = tsa_core::checkpoint::from_bytes(&bytes, &chosen.device)?;
-    let Some(tok) = meta.vocab else { bail!("this checkpoint has no character vocabulary (a synthetic-task model)") };
+    let Some(tok) = meta.vocab else {
+        bail!("this checkpoint has no character vocabulary (a synthetic-task model)")
+    };
     let prompt = tok.encode(&args.prompt)?;
     let colour = std::io::stdout().is_terminal();
-    println!("{} on {}, {} characters after {:?}\n", model.config.routing.label(), chosen.name, args.chars, args.prompt);
+    println!(
+        "{} on {}, {} characters after {:?}\n",
+        model.config.routing.label(),
+        chosen.name,
+        args.chars,
+        args.prompt
+    );
     for sparse in [false, true] {
         let mut rng = StdRng::seed_from_u64(args.seed);
         let t0 = Instant::now();
         let g = block_on(model.generate(&prompt, args.chars, args.temperature, sparse, &mut rng))?;
         let secs = t0.elapsed().as_secs_f64();
         let text = tok.decode(&g.tokens)?;
-        let painted: String = text.chars().zip(&g.halting).map(|(c, p)| {
-            let active = if p.is_empty() { 1.0 } else {
-                p.iter().map(|&p| if sparse { f32::from(u8::from(p <= 0.5)) } else { 1.0 - p }).sum::<f32>() / p.len() as f32
-            };
-            paint(c, active, colour)
-        }).collect::<String>();
-        let painted = if g.halting.is_empty() { text.clone() } else { painted };
-        println!("── {} ({:.1} tokens/s, α {:.3})\n{}{}\n", if sparse { "sparse-TSA" } else { "soft (all blocks)" }, args.chars as f64 / secs, g.alpha, args.prompt, painted);
+        let painted: String = text
+            .chars()
+            .zip(&g.halting)
+            .map(|(c, p)| {
+                let active = if p.is_empty() {
+                    1.0
+                } else {
+                    p.iter()
+                        .map(|&p| {
+                            if sparse {
+                                f32::from(u8::from(p <= 0.5))
+                            } else {
+                                1.0 - p
+                            }
+                        })
+                        .sum::<f32>()
+                        / p.len() as f32
+                };
+                paint(c, active, colour)
+            })
+            .collect::<String>();
+        let painted = if g.halting.is_empty() {
+            text.clone()
+        } else {
+            painted
+        };
+        println!(
+            "── {} ({:.1} tokens/s, α {:.3})\n{}{}\n",
+            if sparse {
+                "sparse-TSA"
+            } else {
+                "soft (all blocks)"
+            },
+            args.chars as f64 / secs,
+            g.alpha,
+            args.prompt,
+            painted
+        );
     }
     Ok(())
 }

@@ -6,10 +6,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use burn::module::Param;
 use burn::tensor::{Int, Tensor, TensorData};
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use tsa_core::{Execution, KeepScale, Routing, TsaConfig, TsaModel, metrics};
 
@@ -83,11 +83,25 @@ pub fn calibrate(mut model: TsaModel, tokens: &Tensor<2, Int>, alpha: f64) -> Re
         let out = model.forward(tokens.clone(), Execution::Sparse(KeepScale::OneMinusP));
         let p = read(out.halting[l].clone())?;
         // logit(p) = z + b; keep iff z + b' ≤ 0; choose b' = b − q_α(logit p).
-        let mut logits: Vec<f64> = p.iter().map(|&p| { let p = (p as f64).clamp(1e-7, 1.0 - 1e-7); (p / (1.0 - p)).ln() }).collect();
+        let mut logits: Vec<f64> = p
+            .iter()
+            .map(|&p| {
+                let p = (p as f64).clamp(1e-7, 1.0 - 1e-7);
+                (p / (1.0 - p)).ln()
+            })
+            .collect();
         logits.sort_by(|a, b| a.total_cmp(b));
         let k = ((alpha * logits.len() as f64).round() as usize).clamp(1, logits.len());
-        let cut = if k < logits.len() { 0.5 * (logits[k - 1] + logits[k]) } else { logits[k - 1] + 1.0 };
-        let bias = model.routers[l].out.bias.take().context("router without a bias")?;
+        let cut = if k < logits.len() {
+            0.5 * (logits[k - 1] + logits[k])
+        } else {
+            logits[k - 1] + 1.0
+        };
+        let bias = model.routers[l]
+            .out
+            .bias
+            .take()
+            .context("router without a bias")?;
         let (id, b, _) = bias.consume();
         model.routers[l].out.bias = Some(Param::initialized(id, b.sub_scalar(cut)));
     }
@@ -98,7 +112,11 @@ fn read<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
     Ok(tsa_core::read::block_on(tsa_core::read::floats(t))?)
 }
 
-fn executed_alpha(model: &TsaModel, tokens: &Tensor<2, Int>, exec: Execution) -> Result<Option<f64>> {
+fn executed_alpha(
+    model: &TsaModel,
+    tokens: &Tensor<2, Int>,
+    exec: Execution,
+) -> Result<Option<f64>> {
     let out = model.forward(tokens.clone(), exec);
     Ok(match metrics::alpha(&out.active) {
         Some(a) => Some(read(a)?[0] as f64),
@@ -109,7 +127,11 @@ fn executed_alpha(model: &TsaModel, tokens: &Tensor<2, Int>, exec: Execution) ->
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
 }
 
 pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
@@ -119,45 +141,94 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
 
     let trained = match &args.checkpoint {
         Some(path) => {
-            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
             Some(tsa_core::checkpoint::from_bytes(&bytes, &device)?.0)
         }
         None => None,
     };
     let shape = match &trained {
         Some(m) => m.config.clone(),
-        None => TsaConfig::new(args.vocab).with_d_model(args.d_model).with_n_layers(args.layers)
-            .with_n_heads(args.heads).with_d_ff(args.d_ff).with_context(args.seq),
+        None => TsaConfig::new(args.vocab)
+            .with_d_model(args.d_model)
+            .with_n_layers(args.layers)
+            .with_n_heads(args.heads)
+            .with_d_ff(args.d_ff)
+            .with_context(args.seq),
     };
     let seq = args.seq.min(shape.context);
     device.seed(0);
     let dense = shape.clone().with_routing(Routing::Dense).init(&device)?;
-    let tsa = shape.clone().with_routing(Routing::Tsa { lambda: 0.001 }).init(&device)?;
+    let tsa = shape
+        .clone()
+        .with_routing(Routing::Tsa { lambda: 0.001 })
+        .init(&device)?;
 
     let mut rows = Vec::new();
     for &batch in &args.batch {
         let mut rng = StdRng::seed_from_u64(batch as u64);
-        let ids: Vec<i32> = (0..batch * seq).map(|_| rng.random_range(0..shape.vocab_size as i32)).collect();
+        let ids: Vec<i32> = (0..batch * seq)
+            .map(|_| rng.random_range(0..shape.vocab_size as i32))
+            .collect();
         let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, seq]), &device);
         let mut conds = vec![
-            Condition { name: "baseline (dense)".into(), model: dense.clone(), exec: Execution::Train, times: vec![], alpha: None },
-            Condition { name: "soft-TSA".into(), model: tsa.clone(), exec: Execution::Train, times: vec![], alpha: None },
+            Condition {
+                name: "baseline (dense)".into(),
+                model: dense.clone(),
+                exec: Execution::Train,
+                times: vec![],
+                alpha: None,
+            },
+            Condition {
+                name: "soft-TSA".into(),
+                model: tsa.clone(),
+                exec: Execution::Train,
+                times: vec![],
+                alpha: None,
+            },
         ];
         for &a in &args.alphas {
             let m = calibrate(tsa.clone(), &tokens, a)?;
-            conds.push(Condition { name: format!("sparse-TSA α={a}"), model: m.clone(), exec: Execution::Sparse(KeepScale::OneMinusP), times: vec![], alpha: None });
-            conds.push(Condition { name: format!("sparse-TSA+queries α={a}"), model: m, exec: Execution::SparseQueries(KeepScale::OneMinusP), times: vec![], alpha: None });
+            conds.push(Condition {
+                name: format!("sparse-TSA α={a}"),
+                model: m.clone(),
+                exec: Execution::Sparse(KeepScale::OneMinusP),
+                times: vec![],
+                alpha: None,
+            });
+            conds.push(Condition {
+                name: format!("sparse-TSA+queries α={a}"),
+                model: m,
+                exec: Execution::SparseQueries(KeepScale::OneMinusP),
+                times: vec![],
+                alpha: None,
+            });
         }
         if let Some(m) = &trained {
-            conds.push(Condition { name: "sparse-TSA (trained)".into(), model: m.clone(), exec: Execution::Sparse(KeepScale::OneMinusP), times: vec![], alpha: None });
-            conds.push(Condition { name: "sparse-TSA+queries (trained)".into(), model: m.clone(), exec: Execution::SparseQueries(KeepScale::OneMinusP), times: vec![], alpha: None });
+            conds.push(Condition {
+                name: "sparse-TSA (trained)".into(),
+                model: m.clone(),
+                exec: Execution::Sparse(KeepScale::OneMinusP),
+                times: vec![],
+                alpha: None,
+            });
+            conds.push(Condition {
+                name: "sparse-TSA+queries (trained)".into(),
+                model: m.clone(),
+                exec: Execution::SparseQueries(KeepScale::OneMinusP),
+                times: vec![],
+                alpha: None,
+            });
         }
         for c in conds.iter_mut() {
             c.alpha = executed_alpha(&c.model, &tokens, c.exec)?;
         }
 
         let pb = ProgressBar::new(((args.warmup + args.runs) * conds.len()) as u64);
-        pb.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} forwards, eta {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+        pb.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} forwards, eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
         pb.set_message(format!("batch {batch}"));
         for round in 0..args.warmup + args.runs {
             for c in conds.iter_mut() {
@@ -197,26 +268,54 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
     report::write(&dir.join("throughput.md"), &table)?;
     let jsonl = report::json_lines(&rows)?;
     report::write(&dir.join("throughput.jsonl"), &jsonl)?;
-    if args.json { print!("{jsonl}"); } else { println!("{table}"); }
-    eprintln!("saved {} and {}", dir.join("throughput.md").display(), dir.join("throughput.jsonl").display());
+    if args.json {
+        print!("{jsonl}");
+    } else {
+        println!("{table}");
+    }
+    eprintln!(
+        "saved {} and {}",
+        dir.join("throughput.md").display(),
+        dir.join("throughput.jsonl").display()
+    );
     Ok(rows)
 }
 
 fn table(rows: &[Row], shape: &TsaConfig) -> String {
-    let header = ["condition", "batch", "α executed", "TLOps saved", "ms median", "min–max", "speedup"];
-    let cells: Vec<Vec<String>> = rows.iter().map(|r| vec![
-        r.condition.clone(),
-        r.batch.to_string(),
-        r.alpha.map_or("—".into(), |a| format!("{a:.3}")),
-        r.tlops_saved.map_or("—".into(), |t| format!("{:.1}%", 100.0 * t)),
-        format!("{:.1}", r.ms_median),
-        format!("{:.1}–{:.1}", r.ms_min, r.ms_max),
-        format!("{:.3}×", r.speedup),
-    ]).collect();
+    let header = [
+        "condition",
+        "batch",
+        "α executed",
+        "TLOps saved",
+        "ms median",
+        "min–max",
+        "speedup",
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.condition.clone(),
+                r.batch.to_string(),
+                r.alpha.map_or("—".into(), |a| format!("{a:.3}")),
+                r.tlops_saved
+                    .map_or("—".into(), |t| format!("{:.1}%", 100.0 * t)),
+                format!("{:.1}", r.ms_median),
+                format!("{:.1}–{:.1}", r.ms_min, r.ms_max),
+                format!("{:.3}×", r.speedup),
+            ]
+        })
+        .collect();
     format!(
         "Forward passes on {}, d={} L={} H={} d_ff={} vocab={} seq={}\n\n{}",
-        rows.first().map_or("?", |r| r.device.as_str()), shape.d_model, shape.n_layers, shape.n_heads, shape.d_ff,
-        shape.vocab_size, rows.first().map_or(0, |r| r.seq), report::markdown(&header, &cells)
+        rows.first().map_or("?", |r| r.device.as_str()),
+        shape.d_model,
+        shape.n_layers,
+        shape.n_heads,
+        shape.d_ff,
+        shape.vocab_size,
+        rows.first().map_or(0, |r| r.seq),
+        report::markdown(&header, &cells)
     )
 }
 
@@ -226,8 +325,20 @@ mod tests {
 
     fn tiny(out: PathBuf) -> ThroughputArgs {
         ThroughputArgs {
-            device: DeviceChoice::Cpu, d_model: 32, layers: 3, heads: 2, d_ff: 64, vocab: 20, batch: vec![4, 1], seq: 16,
-            alphas: vec![0.5, 0.75], warmup: 1, runs: 2, checkpoint: None, json: true, out,
+            device: DeviceChoice::Cpu,
+            d_model: 32,
+            layers: 3,
+            heads: 2,
+            d_ff: 64,
+            vocab: 20,
+            batch: vec![4, 1],
+            seq: 16,
+            alphas: vec![0.5, 0.75],
+            warmup: 1,
+            runs: 2,
+            checkpoint: None,
+            json: true,
+            out,
         }
     }
 
@@ -241,13 +352,26 @@ mod tests {
             let target: f64 = r.condition.rsplit('=').next().unwrap().parse().unwrap();
             let got = r.alpha.unwrap();
             // One token of 64 (batch 4) or 16 (batch 1) per router is the resolution.
-            assert!((got - target).abs() <= 1.0 / 16.0 + 1e-9, "{}: α {got} vs {target}", r.condition);
+            assert!(
+                (got - target).abs() <= 1.0 / 16.0 + 1e-9,
+                "{}: α {got} vs {target}",
+                r.condition
+            );
         }
         assert!(rows.iter().all(|r| r.ms_median > 0.0 && r.speedup > 0.0));
         assert_eq!(rows[0].speedup, 1.0);
         let line = std::fs::read_to_string(dir.join("throughput.jsonl")).unwrap();
         let first: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
-        for key in ["condition", "device", "batch", "seq", "alpha", "tlops_saved", "ms_median", "speedup"] {
+        for key in [
+            "condition",
+            "device",
+            "batch",
+            "seq",
+            "alpha",
+            "tlops_saved",
+            "ms_median",
+            "speedup",
+        ] {
             assert!(first.get(key).is_some(), "missing {key}");
         }
         std::fs::remove_dir_all(dir).ok();

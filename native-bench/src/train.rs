@@ -15,7 +15,9 @@ use tsa_core::checkpoint::{self, CheckpointMeta};
 use tsa_core::data::tasks::{Task, TaskSet};
 use tsa_core::data::{Batch, Corpus, Split};
 use tsa_core::read::block_on;
-use tsa_core::{EvalStats, Execution, Routing, TrainConfig, Trainer, TsaConfig, TsaModel, evaluate};
+use tsa_core::{
+    EvalStats, Execution, Routing, TrainConfig, Trainer, TsaConfig, TsaModel, evaluate,
+};
 
 use crate::device::{self, DeviceChoice};
 
@@ -89,9 +91,13 @@ impl TrainArgs {
     pub fn routing(&self) -> Routing {
         match self.routing {
             Variant::Dense => Routing::Dense,
-            Variant::Tsa => Routing::Tsa { lambda: self.lambda },
+            Variant::Tsa => Routing::Tsa {
+                lambda: self.lambda,
+            },
             Variant::EarlyExit => Routing::EarlyExit,
-            Variant::Mod => Routing::MixtureOfDepths { capacity: self.capacity },
+            Variant::Mod => Routing::MixtureOfDepths {
+                capacity: self.capacity,
+            },
         }
     }
 }
@@ -126,18 +132,26 @@ impl Data {
     /// Fixed evaluation batches: seeded validation windows, or the whole held-out task set.
     pub fn eval_set(&self, n: usize, batch: usize, ctx: usize, device: &Device) -> Vec<Batch> {
         match self {
-            Data::Lm(c) => c.eval_windows(Split::Val, n, batch, ctx, 4242).into_iter()
-                .map(|(x, y)| Batch::new(x, y, None, ctx, device)).collect(),
-            Data::Task(t) => t.test.chunks(100).map(|rows| {
-                let (x, y, m) = TaskSet::rows(rows);
-                Batch::new(x, y, Some(m), tsa_core::data::tasks::SEQ_LEN, device)
-            }).collect(),
+            Data::Lm(c) => c
+                .eval_windows(Split::Val, n, batch, ctx, 4242)
+                .into_iter()
+                .map(|(x, y)| Batch::new(x, y, None, ctx, device))
+                .collect(),
+            Data::Task(t) => t
+                .test
+                .chunks(100)
+                .map(|rows| {
+                    let (x, y, m) = TaskSet::rows(rows);
+                    Batch::new(x, y, Some(m), tsa_core::data::tasks::SEQ_LEN, device)
+                })
+                .collect(),
         }
     }
 }
 
 pub fn load_corpus(path: Option<&PathBuf>, context: usize) -> Result<Corpus> {
-    let path = path.cloned()
+    let path = path
+        .cloned()
         .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("data/tinyshakespeare.txt"));
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)", path.display()))?;
@@ -165,34 +179,77 @@ pub struct RunResult {
 }
 
 /// Trains one model and evaluates it every `eval_every` steps (and at the end).
-pub fn run(label: &str, data: &Data, model: &TsaConfig, train: &TrainConfig, eval_every: usize, eval_batches: usize, device: &Device) -> Result<RunResult> {
+pub fn run(
+    label: &str,
+    data: &Data,
+    model: &TsaConfig,
+    train: &TrainConfig,
+    eval_every: usize,
+    eval_batches: usize,
+    device: &Device,
+) -> Result<RunResult> {
     let mut trainer = Trainer::new(model, train.clone(), device)?;
     let ad = trainer.model.tok_emb.weight.val().device();
     let eval = data.eval_set(eval_batches, train.batch_size, model.context, device);
     let mut rng = StdRng::seed_from_u64(train.seed);
     let pb = ProgressBar::new(train.steps as u64);
-    pb.set_style(ProgressStyle::with_template("{prefix} [{bar:25}] {pos}/{len} {msg} eta {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    pb.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:25}] {pos}/{len} {msg} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     pb.set_prefix(label.to_string());
     let start = Instant::now();
     let mut curve = Vec::new();
     let mut last = None;
     for s in 0..train.steps {
         let batch = data.train_batch(train.batch_size, model.context, &mut rng, &ad);
-        let st = block_on(trainer.step(&batch)).with_context(|| format!("{label}: training stopped"))?;
-        let tps = (st.step * batch.inputs.dims().iter().product::<usize>()) as f64 / start.elapsed().as_secs_f64();
-        pb.set_message(format!("loss {:.3} α {:.3} {:.0} tok/s", st.task_loss, st.alpha, tps));
+        let st =
+            block_on(trainer.step(&batch)).with_context(|| format!("{label}: training stopped"))?;
+        let tps = (st.step * batch.inputs.dims().iter().product::<usize>()) as f64
+            / start.elapsed().as_secs_f64();
+        pb.set_message(format!(
+            "loss {:.3} α {:.3} {:.0} tok/s",
+            st.task_loss, st.alpha, tps
+        ));
         pb.inc(1);
         if st.step % eval_every == 0 || s + 1 == train.steps {
-            let ev = block_on(evaluate(&trainer.inference_model(), &eval, Execution::Train))?;
-            curve.push(EvalPoint { step: st.step, train_loss: st.task_loss, val_loss: ev.loss, bpc: ev.bpc, alpha: ev.alpha, tlops_saved: ev.tlops_saved, accuracy: ev.accuracy, tokens_per_s: tps });
-            pb.println(format!("{label} step {:>5}: val {:.4} (bpc {:.3}) α {:.3} TLOps saved {:.1}% acc {:.4}", st.step, ev.loss, ev.bpc, ev.alpha, 100.0 * ev.tlops_saved, ev.accuracy));
+            let ev = block_on(evaluate(
+                &trainer.inference_model(),
+                &eval,
+                Execution::Train,
+            ))?;
+            curve.push(EvalPoint {
+                step: st.step,
+                train_loss: st.task_loss,
+                val_loss: ev.loss,
+                bpc: ev.bpc,
+                alpha: ev.alpha,
+                tlops_saved: ev.tlops_saved,
+                accuracy: ev.accuracy,
+                tokens_per_s: tps,
+            });
+            pb.println(format!(
+                "{label} step {:>5}: val {:.4} (bpc {:.3}) α {:.3} TLOps saved {:.1}% acc {:.4}",
+                st.step,
+                ev.loss,
+                ev.bpc,
+                ev.alpha,
+                100.0 * ev.tlops_saved,
+                ev.accuracy
+            ));
             last = Some(ev);
         }
     }
     pb.finish_and_clear();
     let model_out = trainer.inference_model();
     let params = burn::module::Module::num_params(&model_out);
-    Ok(RunResult { model: model_out, curve, last: last.context("no evaluation ran")?, params, seconds: start.elapsed().as_secs_f64() })
+    Ok(RunResult {
+        model: model_out,
+        curve,
+        last: last.context("no evaluation ran")?,
+        params,
+        seconds: start.elapsed().as_secs_f64(),
+    })
 }
 
 pub fn main(args: &TrainArgs) -> Result<()> {
@@ -200,8 +257,16 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     eprintln!("device: {}", chosen.name);
     let (data, context, vocab) = match args.task {
         Some(t) => {
-            let task = if t == TaskArg::Copy { Task::Copy } else { Task::Sort };
-            (Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)), 64, None)
+            let task = if t == TaskArg::Copy {
+                Task::Copy
+            } else {
+                Task::Sort
+            };
+            (
+                Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)),
+                64,
+                None,
+            )
         }
         None => {
             let c = load_corpus(args.corpus.as_ref(), args.context)?;
@@ -209,22 +274,56 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             (Data::Lm(c), args.context, Some(tok))
         }
     };
-    let model = TsaConfig::new(data.vocab_size()).with_d_model(args.d_model).with_n_layers(args.layers)
-        .with_n_heads(args.heads).with_d_ff(args.d_ff).with_context(context).with_routing(args.routing());
-    let train = TrainConfig::new().with_lr(args.lr).with_warmup_steps(args.warmup).with_steps(args.steps)
-        .with_batch_size(args.batch).with_seed(args.seed);
-    let r = run(&model.routing.label(), &data, &model, &train, args.eval_every.max(1), args.eval_batches.max(1), &chosen.device)?;
+    let model = TsaConfig::new(data.vocab_size())
+        .with_d_model(args.d_model)
+        .with_n_layers(args.layers)
+        .with_n_heads(args.heads)
+        .with_d_ff(args.d_ff)
+        .with_context(context)
+        .with_routing(args.routing());
+    let train = TrainConfig::new()
+        .with_lr(args.lr)
+        .with_warmup_steps(args.warmup)
+        .with_steps(args.steps)
+        .with_batch_size(args.batch)
+        .with_seed(args.seed);
+    let r = run(
+        &model.routing.label(),
+        &data,
+        &model,
+        &train,
+        args.eval_every.max(1),
+        args.eval_batches.max(1),
+        &chosen.device,
+    )?;
 
-    if let Some(dir) = args.out.parent() { std::fs::create_dir_all(dir)?; }
-    let meta = CheckpointMeta { config: model.clone(), vocab, step: train.steps };
+    if let Some(dir) = args.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let meta = CheckpointMeta {
+        config: model.clone(),
+        vocab,
+        step: train.steps,
+    };
     let bytes = block_on(checkpoint::to_bytes(&r.model, &meta))?;
-    std::fs::write(&args.out, bytes).with_context(|| format!("cannot write {}", args.out.display()))?;
-    if let Some(dir) = args.log.parent() { std::fs::create_dir_all(dir)?; }
+    std::fs::write(&args.out, bytes)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    if let Some(dir) = args.log.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     std::fs::write(&args.log, crate::report::json_lines(&r.curve)?)?;
     println!(
         "{}: {} params, {:.0} s; val loss {:.4} (bpc {:.3}), α {:.3}, TLOps saved {:.1}%, accuracy {:.4}\ncheckpoint {}  log {}",
-        model.routing.label(), r.params, r.seconds, r.last.loss, r.last.bpc, r.last.alpha, 100.0 * r.last.tlops_saved,
-        r.last.accuracy, args.out.display(), args.log.display()
+        model.routing.label(),
+        r.params,
+        r.seconds,
+        r.last.loss,
+        r.last.bpc,
+        r.last.alpha,
+        100.0 * r.last.tlops_saved,
+        r.last.accuracy,
+        args.out.display(),
+        args.log.display()
     );
     Ok(())
 }

@@ -7,12 +7,22 @@ use tsa_core::read::block_on;
 use tsa_core::{Routing, TrainConfig, Trainer, TsaConfig};
 
 fn micro() -> TsaConfig {
-    TsaConfig::new(16).with_d_model(32).with_n_layers(3).with_n_heads(2).with_d_ff(64).with_context(8)
+    TsaConfig::new(16)
+        .with_d_model(32)
+        .with_n_layers(3)
+        .with_n_heads(2)
+        .with_d_ff(64)
+        .with_context(8)
         .with_routing(Routing::Tsa { lambda: 0.01 })
 }
 
 fn two_steps(device: &Device) -> (f32, f32) {
-    let train = TrainConfig::new().with_lr(1e-2).with_warmup_steps(1).with_steps(10).with_batch_size(2).with_seed(3);
+    let train = TrainConfig::new()
+        .with_lr(1e-2)
+        .with_warmup_steps(1)
+        .with_steps(10)
+        .with_batch_size(2)
+        .with_seed(3);
     let mut trainer = Trainer::new(&micro(), train, device).expect("trainer");
     let dev = trainer.model.tok_emb.weight.val().device();
     let x: Vec<i32> = (0..16).map(|i| (i * 5 % 16) as i32).collect();
@@ -35,21 +45,39 @@ fn a_training_step_on_wgpu_matches_flex() {
     }
     let exe = std::env::current_exe().expect("test binary path");
     let out = std::process::Command::new(exe)
-        .args(["a_training_step_on_wgpu_matches_flex", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "a_training_step_on_wgpu_matches_flex",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD, "1")
         .output()
         .expect("run the child test process");
     let stdout = String::from_utf8_lossy(&out.stdout);
     if stdout.contains("SKIPPED") {
-        println!("SKIPPED: no wgpu adapter on this machine (install mesa-vulkan-drivers for lavapipe)");
+        println!(
+            "SKIPPED: no wgpu adapter on this machine (install mesa-vulkan-drivers for lavapipe)"
+        );
         return;
     }
     // The harness may print "test … " on the same line before the child's output.
-    let line = stdout.lines().find_map(|l| l.find("RESULT").map(|i| &l[i..])).unwrap_or_else(|| {
-        panic!("the wgpu child printed no result (status {:?}):\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr))
-    });
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("RESULT").map(|i| &l[i..]))
+        .unwrap_or_else(|| {
+            panic!(
+                "the wgpu child printed no result (status {:?}):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     println!("{line} (child exit status {:?})", out.status);
-    let v: Vec<f32> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<f32> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
     assert_eq!(v.len(), 4, "{line}");
     let (cpu, gpu) = ((v[0], v[1]), (v[2], v[3]));
     assert!(gpu.0.is_finite() && gpu.1.is_finite());
@@ -58,7 +86,10 @@ fn a_training_step_on_wgpu_matches_flex() {
     // Each backend has its own RNG, so the weights differ; both must start near ln 16 (an
     // untrained model).
     for first in [cpu.0, gpu.0] {
-        assert!((first - 16f32.ln()).abs() < 0.3, "untrained loss {first} ≉ ln 16");
+        assert!(
+            (first - 16f32.ln()).abs() < 0.3,
+            "untrained loss {first} ≉ ln 16"
+        );
     }
 }
 

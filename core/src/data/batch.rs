@@ -14,7 +14,13 @@ pub struct Batch {
 
 impl Batch {
     /// From flattened rows of length `t`.
-    pub fn new(inputs: Vec<i32>, targets: Vec<i32>, mask: Option<Vec<f32>>, t: usize, device: &Device) -> Self {
+    pub fn new(
+        inputs: Vec<i32>,
+        targets: Vec<i32>,
+        mask: Option<Vec<f32>>,
+        t: usize,
+        device: &Device,
+    ) -> Self {
         let b = inputs.len() / t;
         let int = |v: Vec<i32>| Tensor::<2, Int>::from_data(TensorData::new(v, [b, t]), device);
         Self {

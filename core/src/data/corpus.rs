@@ -25,7 +25,9 @@ pub struct Corpus {
 impl Corpus {
     /// From raw bytes: refuses non-UTF-8 (saying where) and empty input.
     pub fn from_bytes(bytes: &[u8], context: usize) -> Result<Self> {
-        let text = std::str::from_utf8(bytes).map_err(|e| TsaError::NotUtf8 { offset: e.valid_up_to() })?;
+        let text = std::str::from_utf8(bytes).map_err(|e| TsaError::NotUtf8 {
+            offset: e.valid_up_to(),
+        })?;
         Self::from_text(text, context)
     }
 
@@ -47,9 +49,17 @@ impl Corpus {
         let smallest = val_start.min(test_start - val_start).min(n - test_start);
         if smallest < context + 1 {
             // Each tenth must hold a window: the whole text needs about 10 × (context + 1).
-            return Err(TsaError::CorpusTooShort { len: n, needed: 10 * (context + 1) });
+            return Err(TsaError::CorpusTooShort {
+                len: n,
+                needed: 10 * (context + 1),
+            });
         }
-        Ok(Self { tokenizer, tokens, val_start, test_start })
+        Ok(Self {
+            tokenizer,
+            tokens,
+            val_start,
+            test_start,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -70,7 +80,13 @@ impl Corpus {
 
     /// `batch` windows of `context` inputs and their next-character targets, starting at
     /// uniformly random offsets drawn from `rng`. Rows are flattened [batch · context].
-    pub fn sample(&self, split: Split, batch: usize, context: usize, rng: &mut StdRng) -> (Vec<i32>, Vec<i32>) {
+    pub fn sample(
+        &self,
+        split: Split,
+        batch: usize,
+        context: usize,
+        rng: &mut StdRng,
+    ) -> (Vec<i32>, Vec<i32>) {
         let data = self.split(split);
         let max_start = data.len() - context - 1;
         let mut inputs = Vec::with_capacity(batch * context);
@@ -84,8 +100,17 @@ impl Corpus {
     }
 
     /// A fixed, seeded set of evaluation windows: the same every time for the same arguments.
-    pub fn eval_windows(&self, split: Split, n_batches: usize, batch: usize, context: usize, seed: u64) -> Vec<(Vec<i32>, Vec<i32>)> {
+    pub fn eval_windows(
+        &self,
+        split: Split,
+        n_batches: usize,
+        batch: usize,
+        context: usize,
+        seed: u64,
+    ) -> Vec<(Vec<i32>, Vec<i32>)> {
         let mut rng = StdRng::seed_from_u64(seed);
-        (0..n_batches).map(|_| self.sample(split, batch, context, &mut rng)).collect()
+        (0..n_batches)
+            .map(|_| self.sample(split, batch, context, &mut rng))
+            .collect()
     }
 }

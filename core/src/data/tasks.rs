@@ -50,7 +50,9 @@ impl Task {
 
 /// Loss mask of one input row: 0 on the source, 1 where the target is `tgt` or `EOS`.
 pub fn loss_mask_row() -> Vec<f32> {
-    (0..SEQ_LEN).map(|j| if j >= FIRST_SCORED { 1.0 } else { 0.0 }).collect()
+    (0..SEQ_LEN)
+        .map(|j| if j >= FIRST_SCORED { 1.0 } else { 0.0 })
+        .collect()
 }
 
 /// Seeded train and held-out sets of distinct sequences.

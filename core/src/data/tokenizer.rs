@@ -17,7 +17,11 @@ impl From<Vec<char>> for CharTokenizer {
     fn from(mut chars: Vec<char>) -> Self {
         chars.sort_unstable();
         chars.dedup();
-        let index = chars.iter().enumerate().map(|(i, &c)| (c, i as u32)).collect();
+        let index = chars
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
         Self { chars, index }
     }
 }
@@ -49,17 +53,22 @@ impl CharTokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         text.chars()
             .map(|ch| {
-                self.index
-                    .get(&ch)
-                    .copied()
-                    .ok_or(TsaError::UnknownChar { ch, code: ch as u32 })
+                self.index.get(&ch).copied().ok_or(TsaError::UnknownChar {
+                    ch,
+                    code: ch as u32,
+                })
             })
             .collect()
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         ids.iter()
-            .map(|&id| self.chars.get(id as usize).copied().ok_or(TsaError::UnknownToken(id)))
+            .map(|&id| {
+                self.chars
+                    .get(id as usize)
+                    .copied()
+                    .ok_or(TsaError::UnknownToken(id))
+            })
             .collect()
     }
 }

@@ -24,7 +24,11 @@ fn saved() -> (TsaModel, Vec<u8>) {
     let tok = CharTokenizer::fit("abcdefghij").unwrap();
     let cfg = micro(tok.vocab_size(), Routing::Tsa { lambda: 0.01 });
     let model = model(&cfg, 21, &device);
-    let meta = CheckpointMeta { config: cfg, vocab: Some(tok), step: 42 };
+    let meta = CheckpointMeta {
+        config: cfg,
+        vocab: Some(tok),
+        step: 42,
+    };
     let bytes = block_on(checkpoint::to_bytes(&model, &meta)).unwrap();
     (model, bytes)
 }
@@ -42,7 +46,11 @@ fn round_trip_is_exact() {
     let b = floats(back.forward(x, Execution::Train).logits);
     assert_eq!(a, b);
     // Saving the loaded model gives the same bytes.
-    let again = block_on(checkpoint::to_bytes(&back, &checkpoint::read_meta(&bytes).unwrap())).unwrap();
+    let again = block_on(checkpoint::to_bytes(
+        &back,
+        &checkpoint::read_meta(&bytes).unwrap(),
+    ))
+    .unwrap();
     assert_eq!(again, bytes);
 }
 
@@ -71,13 +79,29 @@ fn a_header_that_does_not_fit_the_weights_is_refused() {
     // validation must catch the shape mismatch.
     let (model, _) = saved();
     let tok = CharTokenizer::fit("abcdefghij").unwrap();
-    let wrong = CheckpointMeta { config: model.config.clone().with_d_ff(128), vocab: Some(tok.clone()), step: 1 };
+    let wrong = CheckpointMeta {
+        config: model.config.clone().with_d_ff(128),
+        vocab: Some(tok.clone()),
+        step: 1,
+    };
     let bytes = block_on(checkpoint::to_bytes(&model, &wrong)).unwrap();
-    let err = checkpoint::from_bytes(&bytes, &cpu()).err().expect("mismatched file must not load");
+    let err = checkpoint::from_bytes(&bytes, &cpu())
+        .err()
+        .expect("mismatched file must not load");
     assert!(err.to_string().contains("do not fit"), "{err}");
     // A vocabulary that disagrees with the config's vocab size.
     let other = CharTokenizer::fit("abc").unwrap();
-    let wrong = CheckpointMeta { config: model.config.clone(), vocab: Some(other), step: 1 };
+    let wrong = CheckpointMeta {
+        config: model.config.clone(),
+        vocab: Some(other),
+        step: 1,
+    };
     let bytes = block_on(checkpoint::to_bytes(&model, &wrong)).unwrap();
-    assert!(checkpoint::from_bytes(&bytes, &cpu()).err().unwrap().to_string().contains("vocabulary"));
+    assert!(
+        checkpoint::from_bytes(&bytes, &cpu())
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("vocabulary")
+    );
 }

@@ -13,7 +13,12 @@ fn greedy_full(model: &TsaModel, prompt: &[u32], n: usize, exec: Execution) -> V
         let out = model.forward(tokens(&[seq.clone()], &device), exec);
         let t = seq.len();
         let last = floats(out.logits.narrow(1, t - 1, 1));
-        let next = last.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        let next = last
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap()
+            .0;
         seq.push(next as i32);
     }
     seq[prompt.len()..].iter().map(|&t| t as u32).collect()
@@ -27,14 +32,24 @@ fn cached_generation_matches_the_full_forward_pass() {
         for r in m.routers.iter_mut() {
             // Spread the routers so that some tokens halt in sparse mode.
             r.out.weight = burn::module::Param::from_tensor(r.out.weight.val().mul_scalar(300.0));
-            r.out.bias = Some(burn::module::Param::from_tensor(burn::tensor::Tensor::zeros([1], &device)));
+            r.out.bias = Some(burn::module::Param::from_tensor(
+                burn::tensor::Tensor::zeros([1], &device),
+            ));
         }
         let prompt = [1, 5, 2, 7];
         let mut rng = StdRng::seed_from_u64(0);
         let soft = block_on(m.generate(&prompt, 8, 0.0, false, &mut rng)).unwrap();
-        assert_eq!(soft.tokens, greedy_full(&m, &prompt, 8, Execution::Train), "{routing:?} soft");
+        assert_eq!(
+            soft.tokens,
+            greedy_full(&m, &prompt, 8, Execution::Train),
+            "{routing:?} soft"
+        );
         let sparse = block_on(m.generate(&prompt, 8, 0.0, true, &mut rng)).unwrap();
-        assert_eq!(sparse.tokens, greedy_full(&m, &prompt, 8, Execution::Sparse(KeepScale::OneMinusP)), "{routing:?} sparse");
+        assert_eq!(
+            sparse.tokens,
+            greedy_full(&m, &prompt, 8, Execution::Sparse(KeepScale::OneMinusP)),
+            "{routing:?} sparse"
+        );
         if routing.has_routers() {
             assert_eq!(sparse.halting.len(), 8);
             assert!(sparse.halting.iter().all(|p| p.len() == 2));
@@ -48,7 +63,11 @@ fn generation_runs_past_the_context_and_refuses_bad_prompts() {
     let m = model(&micro(10, Routing::Tsa { lambda: 0.0 }), 4, &device);
     let mut rng = StdRng::seed_from_u64(1);
     let g = block_on(m.generate(&[3; 20], 30, 1.0, false, &mut rng)).unwrap();
-    assert_eq!(g.tokens.len(), 30, "context is 16: the cache must roll over");
+    assert_eq!(
+        g.tokens.len(),
+        30,
+        "context is 16: the cache must roll over"
+    );
     assert!(g.tokens.iter().all(|&t| t < 10));
     assert!(block_on(m.generate(&[], 3, 1.0, false, &mut rng)).is_err());
     assert!(block_on(m.generate(&[42], 3, 1.0, false, &mut rng)).is_err());

@@ -7,13 +7,22 @@ use crate::common::*;
 fn alpha_is_the_mean_over_routers_of_the_mean_active_share() {
     let device = cpu();
     // Router 0: 1 − p = [1, 0.5, 0, 0.5] (mean 0.5); router 1: [1, 1, 1, 0] (mean 0.75).
-    let g0 = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 0.5, 0.0, 0.5], [2, 2]), &device);
-    let g1 = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 1.0, 1.0, 0.0], [2, 2]), &device);
+    let g0 = Tensor::<2>::from_data(
+        TensorData::new(vec![1.0f32, 0.5, 0.0, 0.5], [2, 2]),
+        &device,
+    );
+    let g1 = Tensor::<2>::from_data(
+        TensorData::new(vec![1.0f32, 1.0, 1.0, 0.0], [2, 2]),
+        &device,
+    );
     let a = floats(alpha(&[g0.clone(), g1.clone()]).unwrap())[0];
     assert!((a - 0.625).abs() < 1e-6, "α = {a}");
     let d = floats(depth_loss(0.1, &[g0, g1]).unwrap())[0];
     assert!((d - 0.0625).abs() < 1e-6, "L_depth = {d}");
-    assert!(alpha(&[]).is_none(), "no routers: α is 1 by definition, not a mean of nothing");
+    assert!(
+        alpha(&[]).is_none(),
+        "no routers: α is 1 by definition, not a mean of nothing"
+    );
 }
 
 #[test]

@@ -9,8 +9,12 @@ use crate::common::*;
 fn parameter_counts_match_the_paper() {
     // Table 2: baseline 4,782,336, TSA 4,864,901 (+1.7%) at d=256, L=6, H=8, d_ff=1024, ctx 128.
     let device = cpu();
-    let dense = TsaConfig::paper_lm(65, Routing::Dense).init(&device).unwrap();
-    let tsa = TsaConfig::paper_lm(65, Routing::Tsa { lambda: 0.001 }).init(&device).unwrap();
+    let dense = TsaConfig::paper_lm(65, Routing::Dense)
+        .init(&device)
+        .unwrap();
+    let tsa = TsaConfig::paper_lm(65, Routing::Tsa { lambda: 0.001 })
+        .init(&device)
+        .unwrap();
     assert_eq!(dense.num_params(), 4_782_336);
     assert_eq!(tsa.num_params(), 4_864_901);
     let overhead = tsa.num_params() as f64 / dense.num_params() as f64 - 1.0;
@@ -21,8 +25,12 @@ fn parameter_counts_match_the_paper() {
 fn synthetic_model_sizes_match_the_paper() {
     // §3.1: baseline 1.20M, TSA 1.22M parameters.
     let device = cpu();
-    let dense = TsaConfig::paper_synthetic(Routing::Dense).init(&device).unwrap();
-    let tsa = TsaConfig::paper_synthetic(Routing::Tsa { lambda: 0.001 }).init(&device).unwrap();
+    let dense = TsaConfig::paper_synthetic(Routing::Dense)
+        .init(&device)
+        .unwrap();
+    let tsa = TsaConfig::paper_synthetic(Routing::Tsa { lambda: 0.001 })
+        .init(&device)
+        .unwrap();
     assert_eq!((dense.num_params() as f64 / 1e4).round() / 100.0, 1.20);
     assert_eq!((tsa.num_params() as f64 / 1e4).round() / 100.0, 1.22);
 }
@@ -30,13 +38,23 @@ fn synthetic_model_sizes_match_the_paper() {
 #[test]
 fn impossible_configs_are_refused_with_a_reason() {
     let device = cpu();
-    let err = micro(10, Routing::Dense).with_n_heads(3).init(&device).unwrap_err();
+    let err = micro(10, Routing::Dense)
+        .with_n_heads(3)
+        .init(&device)
+        .unwrap_err();
     assert!(err.to_string().contains("divisible"), "{err}");
-    let err = micro(10, Routing::Tsa { lambda: 0.0 }).with_n_layers(1).init(&device).unwrap_err();
+    let err = micro(10, Routing::Tsa { lambda: 0.0 })
+        .with_n_layers(1)
+        .init(&device)
+        .unwrap_err();
     assert!(err.to_string().contains("at least 2 blocks"), "{err}");
-    let err = micro(10, Routing::Tsa { lambda: f64::NAN }).init(&device).unwrap_err();
+    let err = micro(10, Routing::Tsa { lambda: f64::NAN })
+        .init(&device)
+        .unwrap_err();
     assert!(err.to_string().contains("λ"), "{err}");
-    let err = micro(10, Routing::MixtureOfDepths { capacity: 0.0 }).init(&device).unwrap_err();
+    let err = micro(10, Routing::MixtureOfDepths { capacity: 0.0 })
+        .init(&device)
+        .unwrap_err();
     assert!(err.to_string().contains("capacity"), "{err}");
     assert!(micro(0, Routing::Dense).init(&device).is_err());
 }
@@ -52,7 +70,10 @@ fn routers_start_near_sigmoid_of_minus_one() {
     let expected = 1.0 / (1.0 + std::f32::consts::E); // σ(−1) ≈ 0.2689
     for p in out.halting {
         let mean = floats(p.mean())[0];
-        assert!((mean - expected).abs() < 0.02, "router mean p = {mean}, expected ≈ {expected}");
+        assert!(
+            (mean - expected).abs() < 0.02,
+            "router mean p = {mean}, expected ≈ {expected}"
+        );
     }
 }
 
@@ -68,10 +89,16 @@ fn changing_a_later_token_leaves_earlier_positions_unchanged() {
     let cases = [
         (Routing::Dense, Execution::Train),
         (Routing::Tsa { lambda: 0.0 }, Execution::Train),
-        (Routing::Tsa { lambda: 0.0 }, Execution::Sparse(KeepScale::OneMinusP)),
+        (
+            Routing::Tsa { lambda: 0.0 },
+            Execution::Sparse(KeepScale::OneMinusP),
+        ),
         (Routing::EarlyExit, Execution::Train),
         (Routing::EarlyExit, Execution::Exit { threshold: 0.05 }),
-        (Routing::MixtureOfDepths { capacity: 0.5 }, Execution::Sparse(KeepScale::OneMinusP)),
+        (
+            Routing::MixtureOfDepths { capacity: 0.5 },
+            Execution::Sparse(KeepScale::OneMinusP),
+        ),
     ];
     for (routing, exec) in cases {
         let model = model(&micro(10, routing), 3, &device);
@@ -79,14 +106,20 @@ fn changing_a_later_token_leaves_earlier_positions_unchanged() {
         let ob = model.forward(tokens(&[b.clone()], &device), exec);
         let early = |x: Tensor<3>| floats(x.narrow(1, 0, t - 1));
         let d = max_abs_diff(&early(oa.logits.clone()), &early(ob.logits.clone()));
-        assert!(d < 1e-5, "{routing:?}/{exec:?}: earlier logits moved by {d}");
+        assert!(
+            d < 1e-5,
+            "{routing:?}/{exec:?}: earlier logits moved by {d}"
+        );
         // The last position's logits do change: the test can fail.
         let last = |x: Tensor<3>| floats(x.narrow(1, t - 1, 1));
         assert!(max_abs_diff(&last(oa.logits), &last(ob.logits)) > 1e-4);
         for (pa, pb) in oa.halting.iter().zip(&ob.halting) {
             let e = |x: &Tensor<2>| floats(x.clone().narrow(1, 0, t - 1));
             let d = max_abs_diff(&e(pa), &e(pb));
-            assert!(d < 1e-5, "{routing:?}/{exec:?}: earlier halting moved by {d}");
+            assert!(
+                d < 1e-5,
+                "{routing:?}/{exec:?}: earlier halting moved by {d}"
+            );
         }
     }
 }
@@ -96,11 +129,21 @@ fn mixture_of_depths_top_k_keeps_capacity_per_sequence() {
     let device = cpu();
     let cfg = micro(10, Routing::MixtureOfDepths { capacity: 0.25 });
     let model = model(&cfg, 5, &device);
-    let toks = tokens(&[(0..16).map(|i| i % 10).collect(), (0..16).map(|i| (i * 3) % 10).collect()], &device);
+    let toks = tokens(
+        &[
+            (0..16).map(|i| i % 10).collect(),
+            (0..16).map(|i| (i * 3) % 10).collect(),
+        ],
+        &device,
+    );
     let out = model.forward(toks, Execution::Train);
     for a in &out.active {
         let rows = floats(a.clone().sum_dim(1));
-        assert_eq!(rows, vec![4.0, 4.0], "each sequence keeps ceil(0.25·16) = 4 tokens");
+        assert_eq!(
+            rows,
+            vec![4.0, 4.0],
+            "each sequence keeps ceil(0.25·16) = 4 tokens"
+        );
     }
     assert!(out.router_aux.is_some());
 }
@@ -136,7 +179,10 @@ fn early_exit_threshold_above_one_runs_every_block() {
     assert_eq!(alpha, 1.0);
     // A threshold of 0 exits every token after the stem: α = 0.
     let always = model.forward(x, Execution::Exit { threshold: 0.0 });
-    assert_eq!(floats(tsa_core::metrics::alpha(&always.active).unwrap())[0], 0.0);
+    assert_eq!(
+        floats(tsa_core::metrics::alpha(&always.active).unwrap())[0],
+        0.0
+    );
 }
 
 #[test]
@@ -149,12 +195,24 @@ fn skipping_query_rows_changes_nothing_but_the_work() {
     for r in m.routers.iter_mut() {
         // Spread the router logits around 0 so roughly half the tokens halt.
         r.out.weight = burn::module::Param::from_tensor(r.out.weight.val().mul_scalar(400.0));
-        r.out.bias = Some(burn::module::Param::from_tensor(Tensor::zeros([1], &device)));
+        r.out.bias = Some(burn::module::Param::from_tensor(Tensor::zeros(
+            [1],
+            &device,
+        )));
     }
-    let x = tokens(&[vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2], vec![5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0]], &device);
+    let x = tokens(
+        &[
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2],
+            vec![5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0],
+        ],
+        &device,
+    );
     let a = m.forward(x.clone(), Execution::Sparse(KeepScale::OneMinusP));
     let b = m.forward(x, Execution::SparseQueries(KeepScale::OneMinusP));
     let alpha = floats(tsa_core::metrics::alpha(&a.active).unwrap())[0];
-    assert!(alpha > 0.1 && alpha < 0.9, "the test needs some halted tokens, α = {alpha}");
+    assert!(
+        alpha > 0.1 && alpha < 0.9,
+        "the test needs some halted tokens, α = {alpha}"
+    );
     assert!(max_abs_diff(&floats(a.logits), &floats(b.logits)) < 1e-4);
 }

@@ -6,17 +6,36 @@ use tsa_core::sparse::keep_indices;
 use crate::common::*;
 
 /// Runs one block with a hard gate (gather/scatter FFN) and with the same gate applied densely.
-fn hard_vs_masked(b: usize, t: usize, d: usize, keep: Vec<bool>, scale: Vec<f32>, seed: u64, extended: bool) -> f32 {
+fn hard_vs_masked(
+    b: usize,
+    t: usize,
+    d: usize,
+    keep: Vec<bool>,
+    scale: Vec<f32>,
+    seed: u64,
+    extended: bool,
+) -> f32 {
     let device = cpu();
     device.seed(seed);
     let block = Block::init(d, 2, 2 * d, 3, &device);
-    let h = Tensor::<3>::random([b, t, d], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let h = Tensor::<3>::random(
+        [b, t, d],
+        burn::tensor::Distribution::Normal(0.0, 1.0),
+        &device,
+    );
     let keep_t = Tensor::<2, Bool>::from_data(TensorData::new(keep.clone(), [b, t]), &device);
     let raw = Tensor::<2>::from_data(TensorData::new(scale, [b, t]), &device);
     let scale = (raw * keep_t.clone().float()).unsqueeze_dim::<3>(2);
     let keep = keep_indices(keep_t);
     let queries = extended.then(|| tsa_core::sparse::positions_per_sequence(&keep, b, t));
-    let hard = block.forward(h.clone(), &Gate::Hard { keep, scale: scale.clone(), queries });
+    let hard = block.forward(
+        h.clone(),
+        &Gate::Hard {
+            keep,
+            scale: scale.clone(),
+            queries,
+        },
+    );
     let dense = block.forward(h, &Gate::Soft(scale));
     max_abs_diff(&floats(hard), &floats(dense))
 }
@@ -43,9 +62,20 @@ fn sparse_block_with_nothing_halted_equals_the_dense_block() {
     let device = cpu();
     device.seed(1);
     let block = Block::init(16, 2, 32, 3, &device);
-    let h = Tensor::<3>::random([2, 5, 16], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let h = Tensor::<3>::random(
+        [2, 5, 16],
+        burn::tensor::Distribution::Normal(0.0, 1.0),
+        &device,
+    );
     let all = Tensor::<2, Bool>::from_data(TensorData::new(vec![true; 10], [2, 5]), &device);
-    let hard = block.forward(h.clone(), &Gate::Hard { keep: keep_indices(all), scale: Tensor::ones([2, 5, 1], &device), queries: None });
+    let hard = block.forward(
+        h.clone(),
+        &Gate::Hard {
+            keep: keep_indices(all),
+            scale: Tensor::ones([2, 5, 1], &device),
+            queries: None,
+        },
+    );
     let dense = block.forward(h, &Gate::Open);
     assert!(max_abs_diff(&floats(hard), &floats(dense)) < 1e-6);
 }
@@ -54,9 +84,20 @@ fn sparse_block_with_nothing_halted_equals_the_dense_block() {
 fn everything_halted_leaves_the_state_unchanged() {
     let device = cpu();
     let block = Block::init(16, 2, 32, 3, &device);
-    let h = Tensor::<3>::random([1, 4, 16], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+    let h = Tensor::<3>::random(
+        [1, 4, 16],
+        burn::tensor::Distribution::Normal(0.0, 1.0),
+        &device,
+    );
     let none = Tensor::<2, Bool>::from_data(TensorData::new(vec![false; 4], [1, 4]), &device);
-    let out = block.forward(h.clone(), &Gate::Hard { keep: keep_indices(none), scale: Tensor::zeros([1, 4, 1], &device), queries: None });
+    let out = block.forward(
+        h.clone(),
+        &Gate::Hard {
+            keep: keep_indices(none),
+            scale: Tensor::zeros([1, 4, 1], &device),
+            queries: None,
+        },
+    );
     assert_eq!(floats(out), floats(h));
 }
 
