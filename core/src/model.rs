@@ -143,10 +143,7 @@ impl TsaModel {
                     let p = self.routers[l].forward(h.clone());
                     let keep = routing::kept(p.clone());
                     let keep_f = keep.clone().float();
-                    let scale = match scale {
-                        KeepScale::OneMinusP => keep_f.clone() * (p.clone().neg() + 1.0),
-                        KeepScale::One => keep_f.clone(),
-                    };
+                    let scale = scale.apply(keep_f.clone(), p.clone().neg() + 1.0);
                     out.halting.push(p);
                     out.active.push(keep_f);
                     hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_)))
@@ -166,10 +163,7 @@ impl TsaModel {
                     let w = p.clone().neg() + 1.0;
                     let keep = w.clone().greater_elem(routing::HALT_THRESHOLD);
                     let keep_f = keep.clone().float();
-                    let scale = match scale {
-                        KeepScale::OneMinusP => keep_f.clone() * w,
-                        KeepScale::One => keep_f.clone(),
-                    };
+                    let scale = scale.apply(keep_f.clone(), w);
                     out.halting.push(p);
                     out.active.push(keep_f);
                     hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_)))

@@ -44,6 +44,16 @@ pub enum KeepScale {
     One,
 }
 
+impl KeepScale {
+    /// The update scale of each token from its 0/1 `keep` mask and its soft gate `1 − p`.
+    pub fn apply(self, keep: Tensor<2>, one_minus_p: Tensor<2>) -> Tensor<2> {
+        match self {
+            KeepScale::OneMinusP => keep * one_minus_p,
+            KeepScale::One => keep,
+        }
+    }
+}
+
 /// Tokens that run the next block: p ≤ 0.5.
 pub fn kept(p: Tensor<2>) -> Tensor<2, Bool> {
     p.lower_equal_elem(HALT_THRESHOLD)
