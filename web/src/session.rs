@@ -1,0 +1,198 @@
+//! One training run in the page: the model, its optimiser, the corpus, and what the UI asks of
+//! them (a step, an evaluation, the routing of a passage, a generation, a checkpoint). No UI here.
+
+use std::rc::Rc;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tsa_core::checkpoint::{self, CheckpointMeta};
+use tsa_core::data::{Batch, CharTokenizer, Corpus, Split};
+use tsa_core::{EvalStats, Execution, StepStats, TrainConfig, Trainer, TsaConfig, read};
+
+use crate::settings::Settings;
+
+/// Validation windows per evaluation (fixed and seeded, so evaluations are comparable).
+const EVAL_BATCHES: usize = 2;
+/// Characters of the validation passage shown in the heatmap (at most one context).
+const PASSAGE_CHARS: usize = 128;
+
+/// One character with what every router said about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenView {
+    pub index: usize,
+    pub ch: char,
+    /// p_l at each router l (empty for the dense baseline).
+    pub p: Vec<f32>,
+}
+
+pub struct Session {
+    pub trainer: Trainer,
+    pub tokenizer: CharTokenizer,
+    corpus: Rc<Corpus>,
+    rng: StdRng,
+    eval: Vec<(Vec<i32>, Vec<i32>)>,
+    batch: usize,
+}
+
+impl Session {
+    /// A fresh model for `settings` on `device`, trained on `text`.
+    pub fn new(settings: &Settings, text: &str, device: &Device) -> Result<Self, String> {
+        let corpus = Corpus::from_text(text, settings.context).map_err(|e| e.to_string())?;
+        let model = settings.model(corpus.tokenizer.vocab_size())?;
+        let train = settings.train()?;
+        let trainer = Trainer::new(&model, train, device).map_err(|e| e.to_string())?;
+        Ok(Self::assemble(trainer, corpus))
+    }
+
+    /// Continues from a checkpoint (uploaded, or a snapshot moved to another device). The text
+    /// must be writable in the checkpoint's vocabulary; otherwise nothing changes.
+    pub fn from_checkpoint(
+        bytes: &[u8],
+        text: &str,
+        train: TrainConfig,
+        device: &Device,
+    ) -> Result<Self, String> {
+        let meta = checkpoint::read_meta(bytes).map_err(|e| e.to_string())?;
+        let Some(vocab) = meta.vocab.clone() else {
+            return Err("this checkpoint is a synthetic-task model (no character vocabulary); \
+                        the page trains character models"
+                .into());
+        };
+        let corpus = Corpus::with_tokenizer(text, vocab, meta.config.context).map_err(|e| {
+            format!("the current text does not fit the checkpoint's vocabulary: {e}")
+        })?;
+        let device = device.clone().autodiff();
+        let (model, meta) = checkpoint::from_bytes(bytes, &device).map_err(|e| e.to_string())?;
+        let train = train.with_steps(train.steps.max(meta.step + 1));
+        let trainer = Trainer::from_model(model, train, meta.step);
+        Ok(Self::assemble(trainer, corpus))
+    }
+
+    fn assemble(trainer: Trainer, corpus: Corpus) -> Self {
+        let context = trainer.model.config.context;
+        let batch = trainer.config.batch_size;
+        let seed = trainer.config.seed;
+        let eval = corpus.eval_windows(Split::Val, EVAL_BATCHES, batch, context, seed);
+        Self {
+            tokenizer: corpus.tokenizer.clone(),
+            corpus: Rc::new(corpus),
+            rng: StdRng::seed_from_u64(seed ^ trainer.step as u64),
+            eval,
+            batch,
+            trainer,
+        }
+    }
+
+    pub fn config(&self) -> &TsaConfig {
+        &self.trainer.model.config
+    }
+
+    pub fn step_count(&self) -> usize {
+        self.trainer.step
+    }
+
+    pub fn total_steps(&self) -> usize {
+        self.trainer.config.steps
+    }
+
+    pub fn done(&self) -> bool {
+        self.trainer.step >= self.trainer.config.steps
+    }
+
+    fn device(&self) -> Device {
+        self.trainer.model.tok_emb.weight.val().device()
+    }
+
+    fn batch(&self, rows: &(Vec<i32>, Vec<i32>), device: &Device) -> Batch {
+        let t = self.config().context;
+        Batch::new(rows.0.clone(), rows.1.clone(), None, t, device)
+    }
+
+    /// One optimiser step on a fresh random training batch.
+    pub async fn step(&mut self) -> Result<StepStats, String> {
+        let context = self.config().context;
+        let rows = self.corpus.sample(Split::Train, self.batch, context, &mut self.rng);
+        let batch = self.batch(&rows, &self.device());
+        self.trainer.step(&batch).await.map_err(|e| e.to_string())
+    }
+
+    /// Validation loss, BPC, α and TLOps saved with the training-time (soft) gate.
+    pub async fn evaluate(&self) -> Result<EvalStats, String> {
+        let model = self.trainer.inference_model();
+        let device = model.tok_emb.weight.val().device();
+        let batches: Vec<Batch> = self.eval.iter().map(|r| self.batch(r, &device)).collect();
+        tsa_core::evaluate(&model, &batches, Execution::Train)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The opening of the validation split with each character's halting probabilities.
+    pub async fn passage(&self) -> Result<Vec<TokenView>, String> {
+        let n = PASSAGE_CHARS.min(self.config().context);
+        let ids = self.corpus.split(Split::Val)[..n].to_vec();
+        self.route(&ids).await
+    }
+
+    /// p_l at every router for each token of `ids` (one window, soft gates).
+    pub async fn route(&self, ids: &[u32]) -> Result<Vec<TokenView>, String> {
+        let context = self.config().context;
+        let ids = &ids[ids.len().saturating_sub(context)..];
+        let model = self.trainer.inference_model();
+        let device = model.tok_emb.weight.val().device();
+        let data = TensorData::new(ids.iter().map(|&t| t as i32).collect(), [1, ids.len()]);
+        let out = model.forward(Tensor::<2, Int>::from_data(data, &device), Execution::Train);
+        let routers = out.halting.len();
+        let p = match routers {
+            0 => Vec::new(),
+            _ => read::floats(Tensor::cat(out.halting, 0)).await.map_err(|e| e.to_string())?,
+        };
+        let chars = self.tokenizer.decode(ids).map_err(|e| e.to_string())?;
+        Ok(chars
+            .chars()
+            .enumerate()
+            .map(|(i, ch)| TokenView {
+                index: i,
+                ch,
+                p: (0..routers).map(|l| p[l * ids.len() + i]).collect(),
+            })
+            .collect())
+    }
+
+    /// `n` characters continuing a validation prompt, each with its routers' probabilities.
+    pub async fn generate(&mut self, n: usize) -> Result<Vec<TokenView>, String> {
+        let prompt_len = 32.min(self.config().context);
+        let prompt = self.corpus.split(Split::Val)[..prompt_len].to_vec();
+        let model = self.trainer.inference_model();
+        let generation = model
+            .generate(&prompt, n, 0.8, false, &mut self.rng)
+            .await
+            .map_err(|e| e.to_string())?;
+        let text = self
+            .tokenizer
+            .decode(&generation.tokens)
+            .map_err(|e| e.to_string())?;
+        Ok(text
+            .chars()
+            .zip(generation.halting.iter().chain(std::iter::repeat(&Vec::new())))
+            .enumerate()
+            .map(|(i, (ch, p))| TokenView {
+                index: i,
+                ch,
+                p: p.clone(),
+            })
+            .collect())
+    }
+
+    /// The checkpoint file (`native-bench train` writes and reads the same format).
+    pub async fn checkpoint(&self) -> Result<Vec<u8>, String> {
+        let meta = CheckpointMeta {
+            config: self.config().clone(),
+            vocab: Some(self.tokenizer.clone()),
+            step: self.trainer.step,
+        };
+        checkpoint::to_bytes(&self.trainer.inference_model(), &meta)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,127 @@
+//! What the visitor chooses before pressing Start, and how it becomes a model and a schedule.
+
+use tsa_core::{Routing, TrainConfig, TsaConfig};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// Trains in about a minute on a CPU.
+    Tiny,
+    /// The paper's Tiny-Shakespeare model (§3.2).
+    Paper,
+}
+
+impl Preset {
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Tiny => "tiny",
+            Preset::Paper => "paper",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tiny" => Some(Preset::Tiny),
+            "paper" => Some(Preset::Paper),
+            _ => None,
+        }
+    }
+}
+
+/// The form's values. Heads and context follow the preset; the rest can be edited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub preset: Preset,
+    pub d_model: usize,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub d_ff: usize,
+    pub context: usize,
+    /// `false` trains the dense baseline.
+    pub tsa: bool,
+    pub lambda: f64,
+    pub lr: f64,
+    pub batch: usize,
+    pub steps: usize,
+    /// Evaluate (validation loss, heatmap) every this many steps.
+    pub eval_every: usize,
+}
+
+impl Settings {
+    pub fn preset(preset: Preset) -> Self {
+        match preset {
+            // λ = 0.05: strong enough depth pressure that routing is visible within a minute.
+            Preset::Tiny => Self {
+                preset,
+                d_model: 64,
+                n_layers: 4,
+                n_heads: 4,
+                d_ff: 256,
+                context: 64,
+                tsa: true,
+                lambda: 0.05,
+                lr: 3e-3,
+                batch: 16,
+                steps: 600,
+                eval_every: 50,
+            },
+            // The paper's §3.2 settings: λ = 0.001, lr 3e-4, batch 64, 5,000 steps.
+            Preset::Paper => Self {
+                preset,
+                d_model: 256,
+                n_layers: 6,
+                n_heads: 8,
+                d_ff: 1024,
+                context: 128,
+                tsa: true,
+                lambda: 0.001,
+                lr: 3e-4,
+                batch: 64,
+                steps: 5000,
+                eval_every: 250,
+            },
+        }
+    }
+
+    /// The model, refusing shapes that cannot be built (with the reason).
+    pub fn model(&self, vocab_size: usize) -> Result<TsaConfig, String> {
+        if !(self.lambda.is_finite() && self.lambda >= 0.0) {
+            return Err("λ must be a number ≥ 0".into());
+        }
+        let routing = match self.tsa {
+            true => Routing::Tsa {
+                lambda: self.lambda,
+            },
+            false => Routing::Dense,
+        };
+        // d_ff stays 4·d when d is edited, as in both presets.
+        let config = TsaConfig::new(vocab_size)
+            .with_d_model(self.d_model)
+            .with_n_layers(self.n_layers)
+            .with_n_heads(self.n_heads)
+            .with_d_ff(self.d_ff)
+            .with_context(self.context)
+            .with_routing(routing);
+        config.validate().map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    pub fn train(&self) -> Result<TrainConfig, String> {
+        if self.eval_every == 0 {
+            return Err("evaluate-every must be at least 1".into());
+        }
+        let config = TrainConfig::new()
+            .with_lr(self.lr)
+            .with_batch_size(self.batch)
+            .with_steps(self.steps)
+            .with_warmup_steps((self.steps / 10).min(100));
+        config.validate().map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    /// Sets d (and d_ff = 4d), keeping the heads if they still divide it.
+    pub fn with_d_model(mut self, d: usize) -> Self {
+        self.d_model = d;
+        self.d_ff = 4 * d;
+        self
+    }
+}
