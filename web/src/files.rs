@@ -49,7 +49,7 @@ pub fn download(bytes: &[u8], name: &str) -> Result<(), String> {
         .create_element("a")
         .map_err(js_err)?
         .dyn_into()
-        .map_err(js_err)?;
+        .map_err(|_| "could not create a link".to_string())?;
     a.set_href(&url);
     a.set_download(name);
     a.click();

@@ -64,7 +64,8 @@ impl Session {
         })?;
         let device = device.clone().autodiff();
         let (model, meta) = checkpoint::from_bytes(bytes, &device).map_err(|e| e.to_string())?;
-        let train = train.with_steps(train.steps.max(meta.step + 1));
+        let steps = train.steps.max(meta.step + 1);
+        let train = train.with_steps(steps);
         let trainer = Trainer::from_model(model, train, meta.step);
         Ok(Self::assemble(trainer, corpus))
     }
