@@ -9,12 +9,26 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 need_apt=()
 # Mesa's lavapipe: a Vulkan device for the native wgpu test on machines without a GPU.
 dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers libvulkan1)
+# Chromium (WebGPU via SwiftShader) and its driver: browser tests of the web app.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 
 rustup target list --installed | grep -q '^wasm32-unknown-unknown$' || rustup target add wasm32-unknown-unknown
+
+# Web tooling, exact versions: trunk only uses a wasm-bindgen whose version matches the crate's pin.
+export PATH="$HOME/.cargo/bin:$PWD/node_modules/.bin:$PATH"
+trunk --version 2>/dev/null | grep -q '0\.22\.1' ||
+  cargo install trunk --version 0.22.1 --locked --ignore-rust-version
+wasm-bindgen --version 2>/dev/null | grep -q '0\.2\.130' ||
+  cargo install wasm-bindgen-cli --version 0.2.130
+# wasm-opt from npm binaryen 132 (Debian's 108 emits a module Chromium rejects) and playwright-core.
+if ! { [ -x node_modules/.bin/wasm-opt ] && [ -d node_modules/playwright-core ]; }; then
+  npm install --no-audit --no-fund
+fi
 
 # Tiny-Shakespeare is not committed: copy it from ../shared/data or download it, then verify.
 TSA_DATA_DIR="${TSA_DATA_DIR:-$PWD/data}"

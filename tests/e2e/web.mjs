@@ -1,0 +1,207 @@
+// End-to-end test of the web app: serves the release build in dist/, drives Debian's Chromium
+// (WebGPU through SwiftShader) with playwright-core, and checks a visitor's session:
+// train a small model, see loss fall and α reported, hover a character for its per-router
+// probabilities, generate, and upload bad files without losing the model.
+//
+//   node tests/e2e/web.mjs            (after scripts/web; scripts/test runs it)
+//   TSA_E2E_WEBGPU=0 node ...         skips the short WebGPU run
+import http from 'node:http';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist');
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm',
+  '.css': 'text/css', '.txt': 'text/plain; charset=utf-8' };
+
+function serve() {
+  const server = http.createServer((req, res) => {
+    const rel = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    const file = path.join(root, rel === '/' ? 'index.html' : rel);
+    if (!file.startsWith(root) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
+      res.writeHead(404).end('not found');
+      return;
+    }
+    res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
+    fs.createReadStream(file).pipe(res);
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
+}
+
+const num = async (page, id) => parseFloat((await page.getByTestId(id).textContent()) ?? '');
+const field = (page, label) =>
+  page.locator('label.field').filter({ has: page.locator(`span:text-is("${label}")`) }).locator('input');
+
+async function setFields(page, values) {
+  for (const [label, v] of Object.entries(values)) {
+    await field(page, label).fill(String(v));
+    await field(page, label).press('Tab'); // fires `change`
+  }
+}
+
+/// Waits until the step counter reads `total / total`, failing early on an error banner.
+async function waitForSteps(page, total, timeout) {
+  await page.waitForFunction(
+    ([t]) => {
+      const err = document.querySelector('[data-testid=error]');
+      if (err) throw new Error('error banner: ' + err.textContent);
+      return document.querySelector('[data-testid=step]')?.textContent?.trim() === `${t} / ${t}`;
+    },
+    [total],
+    { timeout, polling: 250 },
+  );
+}
+
+async function open(browser, base, query) {
+  const page = await browser.newPage();
+  const logs = [];
+  page.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+  await page.goto(base + query);
+  await page.waitForFunction(() => {
+    const b = document.querySelector('[data-testid=backend]')?.textContent ?? '';
+    const start = document.querySelector('[data-testid=train-start]');
+    return b && !b.startsWith('detecting') && start && !start.disabled;
+  }, null, { timeout: 60_000 });
+  return { page, logs };
+}
+
+async function cpuSession(browser, base) {
+  const { page, logs } = await open(browser, base, '/');
+  const backend = await page.getByTestId('backend').textContent();
+  console.log(`backend (auto): ${backend}`);
+  assert.match(backend, /^(CPU|WebGPU)/);
+
+  const steps = 60;
+  await setFields(page, { d: 32, 'layers L': 3, batch: 8, steps, 'learning rate': 0.01 });
+  await page.getByTestId('train-start').click();
+  await page.waitForFunction(() => /^\d/.test(document.querySelector('[data-testid=val-loss]')?.textContent ?? ''),
+    null, { timeout: 60_000 });
+  const firstVal = await num(page, 'val-loss');
+
+  // The page answers while it trains: a frame is painted within a second.
+  const t0 = Date.now();
+  await page.evaluate(() => new Promise((ok) => requestAnimationFrame(() => ok())));
+  const frameMs = Date.now() - t0;
+  console.log(`frame while training: ${frameMs} ms`);
+  assert.ok(frameMs < 1000, `page froze for ${frameMs} ms while training`);
+
+  const started = Date.now();
+  await waitForSteps(page, steps, 300_000);
+  const lastVal = await num(page, 'val-loss');
+  const alpha = await num(page, 'alpha');
+  const tlops = await page.getByTestId('tlops').textContent();
+  console.log(`val loss ${firstVal} -> ${lastVal}, alpha ${alpha}, TLOps saved ${tlops}, ` +
+    `${((Date.now() - started) / 1000).toFixed(1)} s`);
+  assert.ok(lastVal < firstVal - 0.3, `val loss did not fall: ${firstVal} -> ${lastVal}`);
+  assert.ok(alpha >= 0 && alpha <= 1, `alpha ${alpha}`);
+  assert.match(tlops, /^-?\d+(\.\d+)?%$/);
+
+  // Hover a character: the tooltip lists p at both routers (L = 3), matching data-p.
+  const heat = page.getByTestId('heatmap');
+  const tokens = heat.getByTestId('token');
+  const nTokens = await tokens.count();
+  assert.ok(nTokens >= 2 * 32, `heatmap has ${nTokens} token spans`);
+  const tok = tokens.nth(5);
+  const dataP = (await tok.getAttribute('data-p')).split(',').map(Number);
+  assert.equal(dataP.length, 2, 'one probability per router');
+  await tok.hover();
+  const tip = heat.getByTestId('tooltip');
+  await tip.waitFor({ timeout: 5_000 });
+  const text = await tip.textContent();
+  console.log(`tooltip: ${text}`);
+  assert.match(text, /position 5/);
+  const shown = [...text.matchAll(/p(\d) = ([0-9.]+)/g)].map((m) => parseFloat(m[2]));
+  assert.equal(shown.length, 2);
+  shown.forEach((p, l) => assert.ok(Math.abs(p - dataP[l]) < 1e-3, `router ${l}: ${p} vs ${dataP[l]}`));
+  // Keyboard focus shows it too.
+  await page.mouse.move(0, 0);
+  await tokens.nth(7).focus();
+  await page.waitForFunction(() => /position 7/.test(document.querySelector('[data-testid=tooltip]')?.textContent ?? ''));
+
+  // Generate: ~200 hoverable characters.
+  await page.getByTestId('generate').click();
+  const gen = page.getByTestId('generation').getByTestId('token');
+  await page.waitForFunction(() =>
+    document.querySelectorAll('[data-testid=generation] [data-testid=token]').length >= 200, null, { timeout: 60_000 });
+  console.log(`generated ${await gen.count()} token spans`);
+
+  // A corrupt checkpoint: a clear error, and the model, its step and its heatmap stay.
+  const before = await page.getByTestId('step').textContent();
+  await page.getByTestId('checkpoint-upload').setInputFiles({
+    name: 'corrupt.tsa', mimeType: 'application/octet-stream', buffer: Buffer.from('TSA\0 this is not a checkpoint'),
+  });
+  await page.getByTestId('error').waitFor({ timeout: 10_000 });
+  const err = await page.getByTestId('error').textContent();
+  console.log(`corrupt checkpoint: ${err}`);
+  assert.match(err, /checkpoint not loaded/);
+  assert.match(err, /current model is kept/);
+  assert.equal(await page.getByTestId('step').textContent(), before);
+  assert.equal(await tokens.count(), nTokens);
+  assert.equal(await num(page, 'val-loss'), lastVal);
+
+  // A real checkpoint round-trips: download it, upload it back, same validation loss.
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByTestId('checkpoint-download').click(),
+  ]);
+  const ckpt = fs.readFileSync(await download.path());
+  await page.getByTestId('train-reset').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid=step]')?.textContent?.trim() === '0 / 0');
+  assert.equal(await heat.getByTestId('token').count(), 0, 'reset clears the heatmap');
+  await page.getByTestId('checkpoint-upload').setInputFiles({ name: 'model.tsa', mimeType: 'application/octet-stream', buffer: ckpt });
+  await page.waitForFunction(([s]) => !document.querySelector('[data-testid=error]') &&
+    (document.querySelector('[data-testid=step]')?.textContent ?? '').startsWith(`${s} /`) &&
+    /^\d/.test(document.querySelector('[data-testid=val-loss]')?.textContent ?? ''), [steps], { timeout: 30_000 });
+  const reloaded = await num(page, 'val-loss');
+  console.log(`checkpoint ${ckpt.length} bytes, val loss after upload ${reloaded}`);
+  assert.ok(Math.abs(reloaded - lastVal) < 1e-3, `uploaded model's val loss ${reloaded} vs ${lastVal}`);
+  assert.equal(await heat.getByTestId('token').count(), nTokens, 'the heatmap is back at once');
+
+  // Text that is not UTF-8: refused, the previous text kept.
+  await page.getByTestId('corpus-upload').setInputFiles({ name: 'bad.txt', mimeType: 'text/plain', buffer: Buffer.from([0xff, 0xfe, 0x00, 0xc3]) });
+  await page.getByTestId('error').waitFor({ timeout: 10_000 });
+  assert.match(await page.getByTestId('error').textContent(), /text not used/);
+
+  const panics = logs.filter((l) => /panicked|pageerror|RuntimeError/.test(l));
+  assert.deepEqual(panics, [], panics.join('\n'));
+  await page.close();
+}
+
+// The same app on the WebGPU adapter (SwiftShader here: slow, so a very small run).
+async function webgpuSession(browser, base) {
+  const { page, logs } = await open(browser, base, '/?backend=webgpu');
+  const backend = await page.getByTestId('backend').textContent();
+  console.log(`backend (?backend=webgpu): ${backend}`);
+  assert.match(backend, /^WebGPU: /);
+  const steps = 4;
+  await setFields(page, { d: 32, 'layers L': 3, batch: 4, steps });
+  await page.getByTestId('train-start').click();
+  const started = Date.now();
+  await waitForSteps(page, steps, 400_000);
+  console.log(`WebGPU: ${steps} steps in ${((Date.now() - started) / 1000).toFixed(1)} s, ` +
+    `loss ${await num(page, 'loss')}, alpha ${await num(page, 'alpha')}`);
+  assert.ok(Number.isFinite(await num(page, 'loss')));
+  const panics = logs.filter((l) => /panicked|pageerror|RuntimeError/.test(l));
+  assert.deepEqual(panics, [], panics.join('\n'));
+  await page.close();
+}
+
+const server = await serve();
+const base = `http://127.0.0.1:${server.address().port}`;
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  args: ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-quic', '--disable-sync',
+    '--disable-component-update', '--disable-background-networking', '--no-first-run'],
+});
+try {
+  await cpuSession(browser, base);
+  if (process.env.TSA_E2E_WEBGPU !== '0') await webgpuSession(browser, base);
+  console.log('e2e: all checks passed');
+} finally {
+  await browser.close();
+  server.close();
+}

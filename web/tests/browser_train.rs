@@ -1,0 +1,75 @@
+//! Burn training inside the browser: a tiny `tsa-core` model takes ~20 AdamW steps on one batch
+//! of Tiny-Shakespeare-like text, on WebGPU and on the flex CPU backend compiled to wasm, and its
+//! loss must fall. Run by scripts/test in headless Chromium (wasm-bindgen-test-runner).
+
+use burn::tensor::Device;
+use burn::tensor::wgpu::WgpuBackend;
+use tsa_core::data::{Batch, Corpus, Split};
+use tsa_core::{Routing, TrainConfig, Trainer, TsaConfig};
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const TEXT: &str = "To be, or not to be, that is the question:\n\
+Whether 'tis nobler in the mind to suffer\n\
+The slings and arrows of outrageous fortune,\n\
+Or to take arms against a sea of troubles\n\
+And by opposing end them. To die: to sleep;\n\
+No more; and by a sleep to say we end\n\
+The heart-ache and the thousand natural shocks\n";
+
+const STEPS: usize = 20;
+
+/// (first loss, last loss, α at the last step) after `STEPS` steps on one fixed batch.
+async fn train(name: &str, device: &Device) -> (f32, f32, f32) {
+    let context = 16;
+    let corpus = Corpus::from_text(TEXT, context).expect("corpus");
+    let model = TsaConfig::new(corpus.tokenizer.vocab_size())
+        .with_d_model(32)
+        .with_n_layers(3)
+        .with_n_heads(2)
+        .with_d_ff(64)
+        .with_context(context)
+        .with_routing(Routing::Tsa { lambda: 0.01 });
+    let train = TrainConfig::new()
+        .with_lr(1e-2)
+        .with_warmup_steps(1)
+        .with_steps(STEPS)
+        .with_batch_size(4)
+        .with_seed(7);
+    let mut trainer = Trainer::new(&model, train, device).expect("trainer");
+    let dev = trainer.model.tok_emb.weight.val().device();
+    let rows = corpus.eval_windows(Split::Train, 1, 4, context, 7);
+    let (x, y) = rows.into_iter().next().expect("one batch");
+    let batch = Batch::new(x, y, None, context, &dev);
+    let mut losses = Vec::new();
+    let mut alpha = f32::NAN;
+    for _ in 0..STEPS {
+        let stats = trainer.step(&batch).await.expect("training step");
+        losses.push(stats.task_loss);
+        alpha = stats.alpha;
+    }
+    console_log!("{name}: losses {losses:?}");
+    (losses[0], losses[STEPS - 1], alpha)
+}
+
+fn check((first, last, alpha): (f32, f32, f32)) {
+    assert!(first.is_finite() && last.is_finite(), "loss {first} -> {last}");
+    assert!(last < 0.7 * first, "loss did not fall enough: {first} -> {last}");
+    assert!((0.0..=1.0).contains(&alpha), "alpha {alpha} outside [0, 1]");
+}
+
+#[wasm_bindgen_test]
+async fn trains_on_flex_in_wasm() {
+    check(train("flex", &Device::flex()).await);
+}
+
+#[wasm_bindgen_test]
+async fn trains_on_webgpu() {
+    let device = Device::wgpu_options()
+        .graphics_api(WgpuBackend::WebGpu)
+        .init_async()
+        .await
+        .expect("a WebGPU adapter (run Chromium with --enable-unsafe-webgpu)");
+    check(train("webgpu", &device).await);
+}
