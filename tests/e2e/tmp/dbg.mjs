@@ -8,7 +8,7 @@ const browser = await chromium.launch({executablePath:'/usr/bin/chromium', args:
 const page = await browser.newPage();
 await page.addInitScript(() => {
   const rd = GPUAdapter.prototype.requestDevice;
-  GPUAdapter.prototype.requestDevice = async function (desc) { desc = desc || {}; if (this.features.has('subgroups')) desc.requiredFeatures = [...(desc.requiredFeatures||[]), 'subgroups']; console.log('requestDevice ' + JSON.stringify(desc?.requiredFeatures)); const d = await rd.call(this, desc); console.log('device features ' + JSON.stringify([...d.features])); return d; };
+  GPUAdapter.prototype.requestDevice = async function (desc) {  console.log('requestDevice ' + JSON.stringify(desc?.requiredFeatures)); const d = await rd.call(this, desc); console.log('device features ' + JSON.stringify([...d.features])); return d; };
   const orig = GPUDevice.prototype.createShaderModule;
   GPUDevice.prototype.createShaderModule = function (desc) {
     const m = orig.call(this, desc);
@@ -19,6 +19,6 @@ await page.addInitScript(() => {
 page.on('console', m=>console.log(Date.now()%100000, 'console', m.type(), m.text().slice(0,300)));
 page.on('pageerror', e=>console.log('pageerror', e.message));
 await page.goto(`http://127.0.0.1:${server.address().port}/?backend=webgpu`);
-for (let i=0;i<25;i++){ const t=Date.now(); const s = await Promise.race([page.evaluate(()=>document.querySelector('[data-testid=backend]')?.textContent + ' | ' + document.querySelector('[data-testid=step]')?.textContent + ' | ' + (document.querySelector('[data-testid=error]')?.textContent??'')), new Promise(r=>setTimeout(()=>r('TIMEOUT'),5000))]); console.log(i, Date.now()-t,'ms', s); if(i==2){ await page.evaluate(()=>document.querySelector('[data-testid=train-start]').click()); console.log('clicked'); } await new Promise(r=>setTimeout(r,3000)); }
+for (let i=0;i<30;i++){ const t=Date.now(); const s = await Promise.race([page.evaluate(()=>document.querySelector('[data-testid=backend]')?.textContent + ' | ' + document.querySelector('[data-testid=step]')?.textContent + ' | ' + (document.querySelector('[data-testid=error]')?.textContent??'')), new Promise(r=>setTimeout(()=>r('TIMEOUT'),5000))]); console.log(i, Date.now()-t,'ms', s); if(i==2){ await page.evaluate(()=>document.querySelector('[data-testid=train-start]').click()); console.log('clicked'); } await new Promise(r=>setTimeout(r,3000)); }
 await page.screenshot({path:'/tmp/gpu.png'});
 await browser.close(); server.close();
