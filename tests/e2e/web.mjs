@@ -171,23 +171,54 @@ async function cpuSession(browser, base) {
   await page.close();
 }
 
-// The same app on the WebGPU adapter (SwiftShader here: slow, so a very small run).
+// The same app on the WebGPU adapter (SwiftShader here: slow, so a very small run), then the
+// device is destroyed mid-run: training pauses, the page offers the CPU, and continuing there
+// resumes from the last evaluation's snapshot.
 async function webgpuSession(browser, base) {
-  const { page, logs } = await open(browser, base, '/?backend=webgpu');
+  const context = await browser.newContext();
+  // Keep a handle on the GPUDevice Burn creates, to lose it on purpose.
+  await context.addInitScript(() => {
+    const request = GPUAdapter.prototype.requestDevice;
+    GPUAdapter.prototype.requestDevice = async function (desc) {
+      const device = await request.call(this, desc);
+      window.__tsaDevice = device;
+      return device;
+    };
+  });
+  const { page, logs } = await open(context, base, '/?backend=webgpu');
   const backend = await page.getByTestId('backend').textContent();
   console.log(`backend (?backend=webgpu): ${backend}`);
   assert.match(backend, /^WebGPU: /);
   const steps = 4;
-  await setFields(page, { d: 32, 'layers L': 3, batch: 4, steps });
+  await setFields(page, { d: 32, 'layers L': 3, batch: 4, steps: steps + 4 });
   await page.getByTestId('train-start').click();
   const started = Date.now();
-  await waitForSteps(page, steps, 400_000);
+  await page.waitForFunction(([n]) => {
+    const err = document.querySelector('[data-testid=error]');
+    if (err) throw new Error('error banner: ' + err.textContent);
+    return parseInt(document.querySelector('[data-testid=step]')?.textContent ?? '0') >= n;
+  }, [steps], { timeout: 400_000, polling: 250 });
   console.log(`WebGPU: ${steps} steps in ${((Date.now() - started) / 1000).toFixed(1)} s, ` +
     `loss ${await num(page, 'loss')}, alpha ${await num(page, 'alpha')}`);
   assert.ok(Number.isFinite(await num(page, 'loss')));
+
+  await page.evaluate(() => window.__tsaDevice.destroy());
+  const error = page.getByTestId('error');
+  await error.waitFor({ timeout: 120_000 });
+  const text = await error.textContent();
+  console.log(`device lost: ${text}`);
+  assert.match(text, /WebGPU device was lost/);
+  await error.getByRole('button', { name: 'Continue on CPU' }).click();
+  await page.waitForFunction(() => /^CPU/.test(document.querySelector('[data-testid=backend]')?.textContent ?? '') &&
+    !document.querySelector('[data-testid=error]'), null, { timeout: 60_000 });
+  const resumedAt = parseInt(await page.getByTestId('step').textContent());
+  assert.ok(resumedAt >= 1, `the snapshot kept the trained steps (at ${resumedAt})`);
+  await page.getByTestId('train-pause').click(); // Resume
+  await waitForSteps(page, steps + 4, 120_000);
+  console.log(`continued on the CPU from step ${resumedAt} to ${steps + 4}`);
   const panics = logs.filter((l) => /panicked|pageerror|RuntimeError/.test(l));
   assert.deepEqual(panics, [], panics.join('\n'));
-  await page.close();
+  await context.close();
 }
 
 const server = await serve();

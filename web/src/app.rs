@@ -19,7 +19,9 @@ fn fmt(v: Option<f64>, digits: usize) -> String {
 
 fn eta(s: Option<f64>) -> String {
     match s {
-        Some(s) if s.is_finite() && s >= 60.0 => format!("{:.0} min {:.0} s", (s / 60.0).floor(), s % 60.0),
+        Some(s) if s.is_finite() && s >= 60.0 => {
+            format!("{:.0} min {:.0} s", (s / 60.0).floor(), s % 60.0)
+        }
         Some(s) if s.is_finite() => format!("{s:.0} s"),
         _ => "–".into(),
     }
@@ -27,10 +29,15 @@ fn eta(s: Option<f64>) -> String {
 
 /// The first file chosen in an `<input type=file>`, read to bytes, handed to `then`.
 fn on_file(ev: &web_sys::Event, then: impl FnOnce(String, Vec<u8>) + 'static) {
-    let Some(input) = ev.target().and_then(|t| t.dyn_into::<HtmlInputElement>().ok()) else {
+    let Some(input) = ev
+        .target()
+        .and_then(|t| t.dyn_into::<HtmlInputElement>().ok())
+    else {
         return;
     };
-    let Some(file) = input.files().and_then(|f| f.get(0)) else { return };
+    let Some(file) = input.files().and_then(|f| f.get(0)) else {
+        return;
+    };
     input.set_value("");
     leptos::task::spawn_local(async move {
         let name = file.name();
@@ -68,7 +75,9 @@ fn NumberField(
 }
 
 fn parse<T: std::str::FromStr>(s: &str) -> Result<T, String> {
-    s.trim().parse().map_err(|_| format!("{s:?} is not a valid number"))
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a valid number"))
 }
 
 #[component]
@@ -78,7 +87,8 @@ pub fn App() -> impl IntoView {
     // Copy (it captures only signal handles), so every button can own one.
     let send = move |cmd: Command| {
         if tx.with_value(|tx| tx.unbounded_send(cmd)).is_err() {
-            ui.error.set(Some("the training task stopped; reload the page".into()));
+            ui.error
+                .set(Some("the training task stopped; reload the page".into()));
         }
     };
     let settings = RwSignal::new(Settings::preset(Preset::Tiny));

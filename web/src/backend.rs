@@ -85,7 +85,9 @@ pub async fn probe() -> Option<Adapter> {
         .filter(|s| !s.is_empty())
         .collect();
     let fallback = field(&info, "isFallbackAdapter").as_bool().unwrap_or(false)
-        || field(&adapter, "isFallbackAdapter").as_bool().unwrap_or(false);
+        || field(&adapter, "isFallbackAdapter")
+            .as_bool()
+            .unwrap_or(false);
     let name = match parts.is_empty() {
         true => "unnamed adapter".to_string(),
         false => parts.join(" "),

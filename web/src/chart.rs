@@ -14,7 +14,10 @@ pub struct Series {
 }
 
 fn bounds(all: &[Vec<(f64, f64)>]) -> Option<(f64, f64, f64, f64)> {
-    let pts = all.iter().flatten().filter(|(x, y)| x.is_finite() && y.is_finite());
+    let pts = all
+        .iter()
+        .flatten()
+        .filter(|(x, y)| x.is_finite() && y.is_finite());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     let mut any = false;
     for &(x, y) in pts {

@@ -26,7 +26,10 @@ fn visible(ch: char) -> String {
 /// Background for a character: the computation it received at router `l`, (1 − p_l).
 fn shade(token: &TokenView, l: Option<usize>) -> String {
     match l.and_then(|l| token.p.get(l)) {
-        Some(&p) => format!("background: rgba(214, 86, 28, {:.3})", (1.0 - p).clamp(0.0, 1.0)),
+        Some(&p) => format!(
+            "background: rgba(214, 86, 28, {:.3})",
+            (1.0 - p).clamp(0.0, 1.0)
+        ),
         None => String::new(),
     }
 }
@@ -35,12 +38,18 @@ fn show(hover: RwSignal<Option<Hover>>, token: TokenView, ev: &web_sys::Event) {
     let (x, y) = ev
         .current_target()
         .and_then(|t| t.dyn_into::<HtmlElement>().ok())
-        .map_or((0, 0), |el| (el.offset_left(), el.offset_top() + el.offset_height()));
+        .map_or((0, 0), |el| {
+            (el.offset_left(), el.offset_top() + el.offset_height())
+        });
     hover.set(Some(Hover { token, x, y }));
 }
 
 #[component]
-fn Row(tokens: Vec<TokenView>, router: Option<usize>, hover: RwSignal<Option<Hover>>) -> impl IntoView {
+fn Row(
+    tokens: Vec<TokenView>,
+    router: Option<usize>,
+    hover: RwSignal<Option<Hover>>,
+) -> impl IntoView {
     let label = router.map_or("text".to_string(), |l| format!("router {l}"));
     view! {
         <div class="heat-row">
@@ -110,21 +119,21 @@ fn Tooltip(hover: RwSignal<Option<Hover>>) -> impl IntoView {
             let t = h.token;
             let rows = match t.p.is_empty() {
                 true => view! { <p>"dense model: no routers"</p> }.into_any(),
-                false => t
-                    .p
-                    .iter()
-                    .enumerate()
-                    .map(|(l, &p)| {
-                        let width = format!("width: {:.0}px", (p.clamp(0.0, 1.0) * 80.0));
-                        view! {
-                            <div class="tip-row">
-                                <span>{format!("p{l} = {p:.3}")}</span>
-                                <span class="bar"><span class="fill" style=width></span></span>
-                            </div>
-                        }
-                    })
-                    .collect_view()
-                    .into_any(),
+                false => {
+                    t.p.iter()
+                        .enumerate()
+                        .map(|(l, &p)| {
+                            let width = format!("width: {:.0}px", (p.clamp(0.0, 1.0) * 80.0));
+                            view! {
+                                <div class="tip-row">
+                                    <span>{format!("p{l} = {p:.3}")}</span>
+                                    <span class="bar"><span class="fill" style=width></span></span>
+                                </div>
+                            }
+                        })
+                        .collect_view()
+                        .into_any()
+                }
             };
             let style = format!("left: {}px; top: {}px", h.x, h.y + 4);
             view! {

@@ -13,8 +13,12 @@ mod settings;
 /// so on the page, not only in the console, and offer the CPU backend: the usual cause is a
 /// WebGPU error inside Burn's runtime.
 fn crash_banner(info: &std::panic::PanicHookInfo) {
-    let Some(doc) = web_sys::window().and_then(|w| w.document()) else { return };
-    let (Ok(div), Some(body)) = (doc.create_element("div"), doc.body()) else { return };
+    let Some(doc) = web_sys::window().and_then(|w| w.document()) else {
+        return;
+    };
+    let (Ok(div), Some(body)) = (doc.create_element("div"), doc.body()) else {
+        return;
+    };
     let _ = div.set_attribute("class", "error crash");
     let _ = div.set_attribute("data-testid", "error");
     let _ = div.set_attribute("role", "alert");

@@ -31,7 +31,11 @@ pub enum Command {
     Generate,
     Download,
     Upload(Vec<u8>, Settings),
-    Corpus { name: String, bytes: Vec<u8>, context: usize },
+    Corpus {
+        name: String,
+        bytes: Vec<u8>,
+        context: usize,
+    },
     Backend(Kind),
 }
 
@@ -133,15 +137,19 @@ impl Runner {
         let text = match files::fetch_bytes("tinyshakespeare.txt").await {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(t) => {
-                    ui.corpus
-                        .set(format!("Tiny-Shakespeare ({} characters)", t.chars().count()));
+                    ui.corpus.set(format!(
+                        "Tiny-Shakespeare ({} characters)",
+                        t.chars().count()
+                    ));
                     Some(t)
                 }
                 Err(_) => None,
             },
             Err(e) => {
                 ui.corpus.set("none: upload or paste a text".into());
-                ui.fail(format!("could not load Tiny-Shakespeare ({e}); upload or paste a text"));
+                ui.fail(format!(
+                    "could not load Tiny-Shakespeare ({e}); upload or paste a text"
+                ));
                 None
             }
         };
@@ -178,7 +186,10 @@ impl Runner {
     fn set_running(&mut self, on: bool) {
         self.running = on;
         if on {
-            self.clock = (files::now_ms(), self.session.as_ref().map_or(0, |s| s.step_count()));
+            self.clock = (
+                files::now_ms(),
+                self.session.as_ref().map_or(0, |s| s.step_count()),
+            );
         }
         let done = self.session.as_ref().is_some_and(|s| s.done());
         self.ui.status.set(match (on, &self.session, done) {
@@ -198,7 +209,9 @@ impl Runner {
                     self.ui.error.set(None);
                     self.set_running(true)
                 }
-                Some(_) => self.ui.fail("training is finished; press Reset to start again"),
+                Some(_) => self
+                    .ui
+                    .fail("training is finished; press Reset to start again"),
                 None => self.ui.fail("nothing to resume: press Start"),
             },
             Command::Reset => {
@@ -294,6 +307,18 @@ impl Runner {
             }
             Err(e) => {
                 self.set_running(false);
+                // A device lost mid-step surfaces first as a failed read; its lost callback
+                // may fire a moment later.
+                if self.backend.kind == Kind::WebGpu {
+                    files::yield_now().await;
+                    if let Some(why) = backend::device_lost() {
+                        self.ui.offer_cpu.set(true);
+                        return self.ui.fail(format!(
+                            "the WebGPU device was lost ({why}). Continue on the CPU: training \
+                             resumes from the last evaluation's snapshot"
+                        ));
+                    }
+                }
                 self.ui.fail(format!("training paused: {e}"));
             }
         }
@@ -371,7 +396,9 @@ impl Runner {
         self.set_running(false);
         self.ui.error.set(None);
         self.clear_views();
-        self.ui.step.set((session.step_count(), session.total_steps()));
+        self.ui
+            .step
+            .set((session.step_count(), session.total_steps()));
         self.ui.n_layers.set(session.config().n_layers);
         self.session = Some(session);
         self.settings = Some(settings);
@@ -407,7 +434,11 @@ impl Runner {
         let lost = backend::device_lost().is_some() && self.backend.kind == Kind::WebGpu;
         let next = match kind {
             Kind::Cpu => backend::cpu("CPU (flex)".into()),
-            Kind::WebGpu if lost => return self.ui.fail("the WebGPU device was lost; reload the page to try it again"),
+            Kind::WebGpu if lost => {
+                return self
+                    .ui
+                    .fail("the WebGPU device was lost; reload the page to try it again");
+            }
             Kind::WebGpu => match backend::init(Some(Kind::WebGpu)).await {
                 Ok(b) => b,
                 Err(e) => return self.ui.fail(e),
@@ -426,7 +457,8 @@ impl Runner {
         self.ui.backend.set(self.backend.label.clone());
         self.ui.backend_kind.set(Some(self.backend.kind));
         self.ui.offer_cpu.set(false);
-        let (Some(bytes), Some(text), Some(settings)) = (bytes, &self.text, self.settings.clone()) else {
+        let (Some(bytes), Some(text), Some(settings)) = (bytes, &self.text, self.settings.clone())
+        else {
             self.session = None;
             self.clear_views();
             return self.set_running(false);

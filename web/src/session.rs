@@ -55,9 +55,11 @@ impl Session {
     ) -> Result<Self, String> {
         let meta = checkpoint::read_meta(bytes).map_err(|e| e.to_string())?;
         let Some(vocab) = meta.vocab.clone() else {
-            return Err("this checkpoint is a synthetic-task model (no character vocabulary); \
+            return Err(
+                "this checkpoint is a synthetic-task model (no character vocabulary); \
                         the page trains character models"
-                .into());
+                    .into(),
+            );
         };
         let corpus = Corpus::with_tokenizer(text, vocab, meta.config.context).map_err(|e| {
             format!("the current text does not fit the checkpoint's vocabulary: {e}")
@@ -113,7 +115,9 @@ impl Session {
     /// One optimiser step on a fresh random training batch.
     pub async fn step(&mut self) -> Result<StepStats, String> {
         let context = self.config().context;
-        let rows = self.corpus.sample(Split::Train, self.batch, context, &mut self.rng);
+        let rows = self
+            .corpus
+            .sample(Split::Train, self.batch, context, &mut self.rng);
         let batch = self.batch(&rows, &self.device());
         self.trainer.step(&batch).await.map_err(|e| e.to_string())
     }
@@ -146,7 +150,9 @@ impl Session {
         let routers = out.halting.len();
         let p = match routers {
             0 => Vec::new(),
-            _ => read::floats(Tensor::cat(out.halting, 0)).await.map_err(|e| e.to_string())?,
+            _ => read::floats(Tensor::cat(out.halting, 0))
+                .await
+                .map_err(|e| e.to_string())?,
         };
         let chars = self.tokenizer.decode(ids).map_err(|e| e.to_string())?;
         Ok(chars
@@ -175,7 +181,12 @@ impl Session {
             .map_err(|e| e.to_string())?;
         Ok(text
             .chars()
-            .zip(generation.halting.iter().chain(std::iter::repeat(&Vec::new())))
+            .zip(
+                generation
+                    .halting
+                    .iter()
+                    .chain(std::iter::repeat(&Vec::new())),
+            )
             .enumerate()
             .map(|(i, (ch, p))| TokenView {
                 index: i,

@@ -54,8 +54,14 @@ async fn train(name: &str, device: &Device) -> (f32, f32, f32) {
 }
 
 fn check((first, last, alpha): (f32, f32, f32)) {
-    assert!(first.is_finite() && last.is_finite(), "loss {first} -> {last}");
-    assert!(last < 0.7 * first, "loss did not fall enough: {first} -> {last}");
+    assert!(
+        first.is_finite() && last.is_finite(),
+        "loss {first} -> {last}"
+    );
+    assert!(
+        last < 0.7 * first,
+        "loss did not fall enough: {first} -> {last}"
+    );
     assert!((0.0..=1.0).contains(&alpha), "alpha {alpha} outside [0, 1]");
 }
 
