@@ -1,36 +1,16 @@
 // Steps/s of the app's `tiny` preset (d=64, L=4, batch 16, ctx 64) in headless Chromium, on the
 // CPU fallback (flex in wasm) and on WebGPU (SwiftShader here). Not a test: it prints numbers for
 // docs/RESULTS.md.   node tests/e2e/speed.mjs [cpu-steps] [webgpu-steps]
-import http from 'node:http';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { serve, launch, setFields } from './harness.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist');
-const server = http.createServer((req, res) => {
-  const rel = new URL(req.url, 'http://x').pathname;
-  const file = path.join(root, rel === '/' ? 'index.html' : rel);
-  if (!file.startsWith(root) || !fs.existsSync(file)) return res.writeHead(404).end();
-  const type = file.endsWith('.wasm') ? 'application/wasm' : file.endsWith('.js') ? 'text/javascript' : 'text/html';
-  res.writeHead(200, { 'content-type': type });
-  fs.createReadStream(file).pipe(res);
-});
-await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
-const base = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  args: ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-quic', '--disable-sync',
-    '--disable-component-update', '--disable-background-networking', '--no-first-run'],
-});
+const [server, base] = await serve();
+const browser = await launch();
 
 async function measure(backend, steps) {
   const page = await browser.newPage();
   await page.goto(`${base}/?backend=${backend}`);
   await page.waitForFunction(() => !document.querySelector('[data-testid=train-start]')?.disabled, null, { timeout: 60_000 });
-  const steps_input = page.locator('label.field').filter({ has: page.locator('span:text-is("steps")') }).locator('input');
-  await steps_input.fill(String(steps));
-  await steps_input.press('Tab');
+  await setFields(page, { steps });
   await page.getByTestId('train-start').click();
   // Time from the first step's report (shader compilation and the first evaluation excluded).
   await page.waitForFunction(() => /^[1-9]\d* \//.test(document.querySelector('[data-testid=step]')?.textContent ?? ''), null, { timeout: 600_000 });

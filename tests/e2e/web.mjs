@@ -5,43 +5,11 @@
 //
 //   node tests/e2e/web.mjs            (after scripts/web; scripts/test runs it)
 //   TSA_E2E_WEBGPU=0 node ...         skips the short WebGPU run
-import http from 'node:http';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist');
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm',
-  '.css': 'text/css', '.txt': 'text/plain; charset=utf-8' };
-
-function serve() {
-  const server = http.createServer((req, res) => {
-    const rel = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-    const file = path.join(root, rel === '/' ? 'index.html' : rel);
-    if (!file.startsWith(root) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
-      res.writeHead(404).end('not found');
-      return;
-    }
-    res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
-    fs.createReadStream(file).pipe(res);
-  });
-  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
-}
+import { serve, launch, setFields } from './harness.mjs';
 
 const num = async (page, id) => parseFloat((await page.getByTestId(id).textContent()) ?? '');
-const field = (page, label) =>
-  page.locator('label.field').filter({ has: page.locator(`span:text-is("${label}")`) }).locator('input');
-
-async function setFields(page, values) {
-  for (const [label, v] of Object.entries(values)) {
-    await field(page, label).fill(String(v));
-    await field(page, label).press('Tab'); // fires `change`
-  }
-}
-
 /// Waits until the step counter reads `total / total`, failing early on an error banner.
 async function waitForSteps(page, total, timeout) {
   await page.waitForFunction(
@@ -221,13 +189,8 @@ async function webgpuSession(browser, base) {
   await context.close();
 }
 
-const server = await serve();
-const base = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  args: ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-quic', '--disable-sync',
-    '--disable-component-update', '--disable-background-networking', '--no-first-run'],
-});
+const [server, base] = await serve();
+const browser = await launch();
 try {
   await cpuSession(browser, base);
   if (process.env.TSA_E2E_WEBGPU !== '0') await webgpuSession(browser, base);

@@ -267,15 +267,8 @@ impl Runner {
     }
 
     async fn train_step(&mut self) {
-        if self.backend.kind == Kind::WebGpu
-            && let Some(why) = backend::device_lost()
-        {
-            self.set_running(false);
-            self.ui.offer_cpu.set(true);
-            return self.ui.fail(format!(
-                "the WebGPU device was lost ({why}). Continue on the CPU: training resumes \
-                 from the last evaluation's snapshot"
-            ));
+        if self.lost_device() {
+            return;
         }
         let Some(session) = self.session.as_mut() else {
             return self.set_running(false);
@@ -311,17 +304,28 @@ impl Runner {
                 // may fire a moment later.
                 if self.backend.kind == Kind::WebGpu {
                     files::yield_now().await;
-                    if let Some(why) = backend::device_lost() {
-                        self.ui.offer_cpu.set(true);
-                        return self.ui.fail(format!(
-                            "the WebGPU device was lost ({why}). Continue on the CPU: training \
-                             resumes from the last evaluation's snapshot"
-                        ));
-                    }
                 }
-                self.ui.fail(format!("training paused: {e}"));
+                if !self.lost_device() {
+                    self.ui.fail(format!("training paused: {e}"));
+                }
             }
         }
+    }
+
+    /// If the WebGPU device is gone: pause, say so, and offer to continue on the CPU.
+    fn lost_device(&mut self) -> bool {
+        let why = match self.backend.kind {
+            Kind::WebGpu => backend::device_lost(),
+            Kind::Cpu => None,
+        };
+        let Some(why) = why else { return false };
+        self.set_running(false);
+        self.ui.offer_cpu.set(true);
+        self.ui.fail(format!(
+            "the WebGPU device was lost ({why}). Continue on the CPU: training resumes from the \
+             last evaluation's snapshot"
+        ));
+        true
     }
 
     async fn evaluate(&mut self) {
