@@ -2,8 +2,9 @@
 
 use burn::module::Module;
 use burn::nn::Linear;
-use burn::tensor::activation::softmax;
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::init;
 
@@ -35,13 +36,12 @@ impl CausalSelfAttention {
         let k = heads(qkv.clone().narrow(2, d, d));
         let v = heads(qkv.narrow(2, 2 * d, d));
 
-        let scores = q.matmul(k.swap_dims(2, 3)).div_scalar((hd as f64).sqrt());
-        let future =
-            causal_mask(t, &scores.device())
-                .unsqueeze::<4>()
-                .expand([b, self.n_heads, t, t]);
-        let weights = softmax(scores.mask_fill(future, -1.0e9), 3);
-        let y = weights.matmul(v).swap_dims(1, 2).reshape([b, t, d]);
+        // softmax(QKᵀ/√d_h + causal mask)·V through Burn's attention op: a backend may fuse it
+        // (flex runs it per (sequence, head) in parallel without materialising [B, H, T, T]);
+        // under autodiff it is the same composition of matmul, mask and softmax.
+        let y = attention(q, k, v, None, None, causal())
+            .swap_dims(1, 2)
+            .reshape([b, t, d]);
         self.proj.forward(y)
     }
 }
@@ -87,25 +87,31 @@ impl CausalSelfAttention {
                 .narrow(0, offset, n)
                 .reshape([n, nh, hd])
                 .swap_dims(0, 1);
-            let ks = k.clone().narrow(0, s, 1).reshape([nh, t, hd]);
-            let vs = v.clone().narrow(0, s, 1).reshape([nh, t, hd]);
-            let scores = q.matmul(ks.swap_dims(1, 2)).div_scalar((hd as f64).sqrt()); // [H, n, T]
+            let ks = k.clone().narrow(0, s, 1); // [1, H, T, hd]
+            let vs = v.clone().narrow(0, s, 1);
             let qpos = Tensor::<1, Int>::from_data(TensorData::new(pos.clone(), [n]), &device)
                 .reshape([n, 1]);
+            // The kept queries sit at `pos`, so the causal mask is per row: key j > pos[i].
             let future = key_pos.clone().expand([n, t]).greater(qpos.expand([n, t]));
-            let weights = softmax(
-                scores.mask_fill(future.unsqueeze::<3>().expand([nh, n, t]), -1.0e9),
-                2,
-            );
-            outs.push(weights.matmul(vs).swap_dims(0, 1).reshape([n, d]));
+            let y = attention(
+                q.unsqueeze::<4>(),
+                ks,
+                vs,
+                Some(future.unsqueeze::<4>()),
+                None,
+                AttentionModuleOptions::default(),
+            ); // [1, H, n, hd]
+            outs.push(y.reshape([nh, n, hd]).swap_dims(0, 1).reshape([n, d]));
             offset += n;
         }
         self.proj.forward(Tensor::cat(outs, 0))
     }
 }
 
-/// True where key position j lies in the future of query position i (j > i).
-pub fn causal_mask(t: usize, device: &Device) -> Tensor<2, Bool> {
-    // Burn's `tril_mask` marks what `tril` would zero: strictly above the diagonal.
-    Tensor::<2, Bool>::tril_mask([t, t], 0, device)
+/// Scale 1/√d_h (Burn's default) with the causal mask: query i sees keys j ≤ i.
+fn causal() -> AttentionModuleOptions {
+    AttentionModuleOptions {
+        is_causal: true,
+        ..Default::default()
+    }
 }

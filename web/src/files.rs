@@ -58,9 +58,14 @@ pub fn download(bytes: &[u8], name: &str) -> Result<(), String> {
 
 /// Lets the browser paint and handle input before the next piece of work.
 pub async fn yield_now() {
+    sleep_ms(0).await;
+}
+
+/// Waits `ms` milliseconds without blocking the page.
+pub async fn sleep_ms(ms: i32) {
     let promise = Promise::new(&mut |resolve, _| {
         if let Some(w) = web_sys::window() {
-            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
         }
     });
     let _ = JsFuture::from(promise).await;

@@ -143,7 +143,13 @@ impl Runner {
                     ));
                     Some(t)
                 }
-                Err(_) => None,
+                Err(e) => {
+                    ui.corpus.set("none: upload or paste a text".into());
+                    ui.fail(format!(
+                        "the bundled tinyshakespeare.txt is not UTF-8 ({e}); upload or paste a text"
+                    ));
+                    None
+                }
             },
             Err(e) => {
                 ui.corpus.set("none: upload or paste a text".into());
@@ -300,16 +306,27 @@ impl Runner {
             }
             Err(e) => {
                 self.set_running(false);
-                // A device lost mid-step surfaces first as a failed read; its lost callback
-                // may fire a moment later.
-                if self.backend.kind == Kind::WebGpu {
-                    files::yield_now().await;
-                }
-                if !self.lost_device() {
+                if !self.lost_after_failure().await {
                     self.ui.fail(format!("training paused: {e}"));
                 }
             }
         }
+    }
+
+    /// A device lost mid-step surfaces first as a failed read (a staging buffer that cannot
+    /// be mapped); the browser fires the lost callback some time later, so wait for it a
+    /// little before calling the failure an ordinary error.
+    async fn lost_after_failure(&mut self) -> bool {
+        if self.backend.kind != Kind::WebGpu {
+            return false;
+        }
+        for _ in 0..30 {
+            if self.lost_device() {
+                return true;
+            }
+            files::sleep_ms(100).await;
+        }
+        self.lost_device()
     }
 
     /// If the WebGPU device is gone: pause, say so, and offer to continue on the CPU.
@@ -337,7 +354,12 @@ impl Runner {
                 self.ui.val_curve.update(|c| c.push((step, stats.loss)));
                 self.ui.alpha_curve.update(|c| c.push((step, stats.alpha)));
             }
-            Err(e) => self.ui.fail(format!("evaluation failed: {e}")),
+            Err(e) => {
+                if !self.lost_after_failure().await {
+                    self.ui.fail(format!("evaluation failed: {e}"));
+                }
+                return;
+            }
         }
         self.refresh_passage().await;
         if self.backend.kind == Kind::WebGpu

@@ -216,3 +216,32 @@ fn skipping_query_rows_changes_nothing_but_the_work() {
     );
     assert!(max_abs_diff(&floats(a.logits), &floats(b.logits)) < 1e-4);
 }
+
+#[test]
+fn attention_is_softmax_of_causally_masked_scaled_scores() {
+    // Δattn = proj(softmax(QKᵀ/√d_h + M)·V) with M = −∞ above the diagonal, written out by hand,
+    // against the module (Burn's attention op: fused on flex, composed under autodiff).
+    use burn::tensor::activation::softmax;
+    use tsa_core::attention::CausalSelfAttention;
+    for device in [cpu(), cpu().autodiff()] {
+        device.seed(3);
+        let (b, t, d, h) = (2, 7, 16, 4);
+        let att = CausalSelfAttention::init(d, h, 2, &device);
+        let x = Tensor::<3>::random([b, t, d], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+        let qkv = att.qkv.forward(x.clone());
+        let heads = |m: Tensor<3>| m.reshape([b, t, h, d / h]).swap_dims(1, 2);
+        let q = heads(qkv.clone().narrow(2, 0, d));
+        let k = heads(qkv.clone().narrow(2, d, d));
+        let v = heads(qkv.narrow(2, 2 * d, d));
+        let scores = q.matmul(k.swap_dims(2, 3)).div_scalar(((d / h) as f64).sqrt());
+        let future = Tensor::<2, burn::tensor::Bool>::tril_mask([t, t], 0, &device)
+            .unsqueeze::<4>()
+            .expand([b, h, t, t]);
+        let weights = softmax(scores.mask_fill(future, f32::NEG_INFINITY), 3);
+        let by_hand = att
+            .proj
+            .forward(weights.matmul(v).swap_dims(1, 2).reshape([b, t, d]));
+        let diff = max_abs_diff(&floats(att.forward(x)), &floats(by_hand));
+        assert!(diff < 1e-5, "attention differs from the formula by {diff}");
+    }
+}
