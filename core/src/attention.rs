@@ -49,62 +49,49 @@ impl CausalSelfAttention {
 impl CausalSelfAttention {
     /// Extended sparse mode (beyond the paper): the attention update of the kept query rows only.
     /// K and V are computed for every token (later tokens attend to them); Q, the score rows and
-    /// the output projection only for the rows `keep` (flat indices into B·T, ascending), whose
-    /// positions within each sequence are `positions[b]`. Returns [k, d] in the order of `keep`.
-    pub fn forward_rows(
-        &self,
-        x: Tensor<3>,
-        keep: Tensor<1, Int>,
-        positions: &[Vec<i64>],
-    ) -> Tensor<2> {
+    /// the output projection only for the kept rows, whose positions within sequence b are
+    /// `positions[b]` (ascending). Returns [k, d], sequence by sequence, in position order.
+    pub fn forward_rows(&self, x: Tensor<3>, positions: &[Vec<i64>]) -> Tensor<2> {
         let [b, t, d] = x.dims();
         let (nh, hd) = (self.n_heads, d / self.n_heads);
         let device = x.device();
         let w = self.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
         let flat = x.reshape([b * t, d]);
-        let kv = flat
-            .clone()
-            .matmul(w.clone().narrow(1, d, 2 * d))
-            .reshape([b, t, 2 * d]);
-        let k = kv
-            .clone()
-            .narrow(2, 0, d)
-            .reshape([b, t, nh, hd])
-            .swap_dims(1, 2);
-        let v = kv.narrow(2, d, d).reshape([b, t, nh, hd]).swap_dims(1, 2);
-        let q_rows = flat.select(0, keep).matmul(w.narrow(1, 0, d)); // [k, d]
-        let key_pos = Tensor::<1, Int>::arange(0..t as i64, &device).reshape([1, t]);
+        let heads = |m: Tensor<2>, rows: usize| m.reshape([b, rows, nh, hd]).swap_dims(1, 2);
+        let kv = flat.clone().matmul(w.clone().narrow(1, d, 2 * d));
+        let k = heads(kv.clone().narrow(1, 0, d), t);
+        let v = heads(kv.narrow(1, d, d), t);
 
-        let mut outs = Vec::with_capacity(b);
-        let mut offset = 0;
+        // One attention call for the whole batch: each sequence's kept queries padded to the
+        // longest run. A padding slot reads the sequence's last token and is dropped after.
+        let n_max = positions.iter().map(Vec::len).max().unwrap_or(0);
+        let (mut rows, mut query_pos, mut kept) = (Vec::new(), Vec::new(), Vec::new());
         for (s, pos) in positions.iter().enumerate() {
-            let n = pos.len();
-            if n == 0 {
-                continue;
+            for i in 0..n_max {
+                let p = pos.get(i).copied();
+                if p.is_some() {
+                    kept.push((s * n_max + i) as i64);
+                }
+                let p = p.unwrap_or(t as i64 - 1);
+                rows.push(s as i64 * t as i64 + p);
+                query_pos.push(p);
             }
-            let q = q_rows
-                .clone()
-                .narrow(0, offset, n)
-                .reshape([n, nh, hd])
-                .swap_dims(0, 1);
-            let ks = k.clone().narrow(0, s, 1); // [1, H, T, hd]
-            let vs = v.clone().narrow(0, s, 1);
-            let qpos = Tensor::<1, Int>::from_data(TensorData::new(pos.clone(), [n]), &device)
-                .reshape([n, 1]);
-            // The kept queries sit at `pos`, so the causal mask is per row: key j > pos[i].
-            let future = key_pos.clone().expand([n, t]).greater(qpos.expand([n, t]));
-            let y = attention(
-                q.unsqueeze::<4>(),
-                ks,
-                vs,
-                Some(future.unsqueeze::<4>()),
-                None,
-                AttentionModuleOptions::default(),
-            ); // [1, H, n, hd]
-            outs.push(y.reshape([nh, n, hd]).swap_dims(0, 1).reshape([n, d]));
-            offset += n;
         }
-        self.proj.forward(Tensor::cat(outs, 0))
+        let ints = |v: Vec<i64>| {
+            let n = v.len();
+            Tensor::<1, Int>::from_data(TensorData::new(v, [n]), &device)
+        };
+        let q = heads(flat.select(0, ints(rows)).matmul(w.narrow(1, 0, d)), n_max);
+        // The kept queries sit at their own positions, so the causal mask is per row (given at
+        // the op's documented full shape: not every backend broadcasts a mask).
+        let shape = [b, nh, n_max, t];
+        let key_pos = Tensor::<1, Int>::arange(0..t as i64, &device).reshape([1, 1, 1, t]);
+        let future = key_pos
+            .expand(shape)
+            .greater(ints(query_pos).reshape([b, 1, n_max, 1]).expand(shape));
+        let y = attention(q, k, v, Some(future), None, AttentionModuleOptions::default());
+        let y = y.swap_dims(1, 2).reshape([b * n_max, d]).select(0, ints(kept));
+        self.proj.forward(y)
     }
 }
 

@@ -12,6 +12,9 @@ mod train;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Cli {
