@@ -89,8 +89,18 @@ impl CausalSelfAttention {
         let future = key_pos
             .expand(shape)
             .greater(ints(query_pos).reshape([b, 1, n_max, 1]).expand(shape));
-        let y = attention(q, k, v, Some(future), None, AttentionModuleOptions::default());
-        let y = y.swap_dims(1, 2).reshape([b * n_max, d]).select(0, ints(kept));
+        let y = attention(
+            q,
+            k,
+            v,
+            Some(future),
+            None,
+            AttentionModuleOptions::default(),
+        );
+        let y = y
+            .swap_dims(1, 2)
+            .reshape([b * n_max, d])
+            .select(0, ints(kept));
         self.proj.forward(y)
     }
 }

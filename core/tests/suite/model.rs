@@ -227,13 +227,19 @@ fn attention_is_softmax_of_causally_masked_scaled_scores() {
         device.seed(3);
         let (b, t, d, h) = (2, 7, 16, 4);
         let att = CausalSelfAttention::init(d, h, 2, &device);
-        let x = Tensor::<3>::random([b, t, d], burn::tensor::Distribution::Normal(0.0, 1.0), &device);
+        let x = Tensor::<3>::random(
+            [b, t, d],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        );
         let qkv = att.qkv.forward(x.clone());
         let heads = |m: Tensor<3>| m.reshape([b, t, h, d / h]).swap_dims(1, 2);
         let q = heads(qkv.clone().narrow(2, 0, d));
         let k = heads(qkv.clone().narrow(2, d, d));
         let v = heads(qkv.narrow(2, 2 * d, d));
-        let scores = q.matmul(k.swap_dims(2, 3)).div_scalar(((d / h) as f64).sqrt());
+        let scores = q
+            .matmul(k.swap_dims(2, 3))
+            .div_scalar(((d / h) as f64).sqrt());
         let future = Tensor::<2, burn::tensor::Bool>::tril_mask([t, t], 0, &device)
             .unsqueeze::<4>()
             .expand([b, h, t, t]);
