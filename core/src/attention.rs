@@ -46,6 +46,11 @@ impl CausalSelfAttention {
     }
 }
 
+/// The extended mode splits the sequence into this many position ranges: a kept query in range c
+/// only needs the keys before the range's end, so most of the masked upper triangle is never
+/// computed (a per-row mask alone makes the op compute every score row in full).
+const QUERY_RANGES: usize = 4;
+
 impl CausalSelfAttention {
     /// Extended sparse mode (beyond the paper): the attention update of the kept query rows only.
     /// K and V are computed for every token (later tokens attend to them); Q, the score rows and
@@ -55,52 +60,101 @@ impl CausalSelfAttention {
         let [b, t, d] = x.dims();
         let (nh, hd) = (self.n_heads, d / self.n_heads);
         let device = x.device();
-        let w = self.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
-        let flat = x.reshape([b * t, d]);
-        let heads = |m: Tensor<2>, rows: usize| m.reshape([b, rows, nh, hd]).swap_dims(1, 2);
-        let kv = flat.clone().matmul(w.clone().narrow(1, d, 2 * d));
-        let k = heads(kv.clone().narrow(1, 0, d), t);
-        let v = heads(kv.narrow(1, d, d), t);
-
-        // One attention call for the whole batch: each sequence's kept queries padded to the
-        // longest run. A padding slot reads the sequence's last token and is dropped after.
-        let n_max = positions.iter().map(Vec::len).max().unwrap_or(0);
-        let (mut rows, mut query_pos, mut kept) = (Vec::new(), Vec::new(), Vec::new());
-        for (s, pos) in positions.iter().enumerate() {
-            for i in 0..n_max {
-                let p = pos.get(i).copied();
-                if p.is_some() {
-                    kept.push((s * n_max + i) as i64);
-                }
-                let p = p.unwrap_or(t as i64 - 1);
-                rows.push(s as i64 * t as i64 + p);
-                query_pos.push(p);
-            }
-        }
         let ints = |v: Vec<i64>| {
             let n = v.len();
             Tensor::<1, Int>::from_data(TensorData::new(v, [n]), &device)
         };
-        let q = heads(flat.select(0, ints(rows)).matmul(w.narrow(1, 0, d)), n_max);
-        // The kept queries sit at their own positions, so the causal mask is per row (given at
-        // the op's documented full shape: not every backend broadcasts a mask).
-        let shape = [b, nh, n_max, t];
-        let key_pos = Tensor::<1, Int>::arange(0..t as i64, &device).reshape([1, 1, 1, t]);
-        let future = key_pos
-            .expand(shape)
-            .greater(ints(query_pos).reshape([b, 1, n_max, 1]).expand(shape));
-        let y = attention(
-            q,
-            k,
-            v,
-            Some(future),
-            None,
-            AttentionModuleOptions::default(),
-        );
-        let y = y
-            .swap_dims(1, 2)
-            .reshape([b * n_max, d])
-            .select(0, ints(kept));
+        let w = self.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
+        let flat = x.reshape([b * t, d]);
+        let kv = flat.clone().matmul(w.clone().narrow(1, d, 2 * d));
+        let heads = |m: Tensor<2>, rows: usize| m.reshape([b, rows, nh, hd]).swap_dims(1, 2);
+        let k = heads(kv.clone().narrow(1, 0, d), t);
+        let v = heads(kv.narrow(1, d, d), t);
+        // Q for the kept rows only, in output order (sequence by sequence).
+        let kept_rows: Vec<i64> = positions
+            .iter()
+            .enumerate()
+            .flat_map(|(s, pos)| pos.iter().map(move |&p| s as i64 * t as i64 + p))
+            .collect();
+        let q_all = flat.select(0, ints(kept_rows)).matmul(w.narrow(1, 0, d));
+        let first: Vec<usize> = positions
+            .iter()
+            .scan(0, |n, pos| {
+                let at = *n;
+                *n += pos.len();
+                Some(at)
+            })
+            .collect();
+
+        // One attention call per position range, over the batch: each sequence's kept queries in
+        // the range padded to the longest run (a padding slot repeats a kept query and is
+        // dropped), keys cut at the range's end, and the causal mask per row.
+        let len = t.div_ceil(QUERY_RANGES);
+        let (mut outs, mut order) = (Vec::new(), Vec::new());
+        for lo in (0..t).step_by(len) {
+            let hi = (lo + len).min(t);
+            let in_range: Vec<(usize, usize)> = positions
+                .iter()
+                .map(|pos| {
+                    let from = pos.partition_point(|&p| p < lo as i64);
+                    (from, pos.partition_point(|&p| p < hi as i64))
+                })
+                .collect();
+            let n_max = in_range.iter().map(|(a, z)| z - a).max().unwrap_or(0);
+            if n_max == 0 {
+                continue;
+            }
+            let some_kept = in_range
+                .iter()
+                .enumerate()
+                .find(|(_, (a, z))| z > a)
+                .map(|(s, (a, _))| first[s] + a)
+                .unwrap_or(0) as i64;
+            let (mut rows, mut query_pos, mut kept) = (Vec::new(), Vec::new(), Vec::new());
+            for (s, &(a, z)) in in_range.iter().enumerate() {
+                for i in 0..n_max {
+                    if a + i < z {
+                        kept.push((s * n_max + i) as i64);
+                        order.push((first[s] + a + i) as i64);
+                        rows.push((first[s] + a + i) as i64);
+                        query_pos.push(positions[s][a + i]);
+                    } else {
+                        rows.push(some_kept);
+                        query_pos.push(hi as i64 - 1);
+                    }
+                }
+            }
+            let q = q_all
+                .clone()
+                .select(0, ints(rows))
+                .reshape([b, n_max, nh, hd])
+                .swap_dims(1, 2);
+            // The mask at the op's documented full shape: not every backend broadcasts one.
+            let shape = [b, nh, n_max, hi];
+            let key_pos = Tensor::<1, Int>::arange(0..hi as i64, &device).reshape([1, 1, 1, hi]);
+            let future = key_pos
+                .expand(shape)
+                .greater(ints(query_pos).reshape([b, 1, n_max, 1]).expand(shape));
+            let y = attention(
+                q,
+                k.clone().narrow(2, 0, hi),
+                v.clone().narrow(2, 0, hi),
+                Some(future),
+                None,
+                AttentionModuleOptions::default(),
+            );
+            outs.push(
+                y.swap_dims(1, 2)
+                    .reshape([b * n_max, d])
+                    .select(0, ints(kept)),
+            );
+        }
+        // Back from range order to sequence order: row j of `y` is output row order[j].
+        let mut inverse = vec![0i64; order.len()];
+        for (j, &o) in order.iter().enumerate() {
+            inverse[o as usize] = j as i64;
+        }
+        let y = Tensor::cat(outs, 0).select(0, ints(inverse));
         self.proj.forward(y)
     }
 }

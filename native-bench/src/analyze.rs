@@ -11,6 +11,7 @@ use tsa_core::Execution;
 use tsa_core::data::{Batch, Corpus, Split};
 use tsa_core::read::block_on;
 
+use crate::args::load_checkpoint;
 use crate::device::{self, DeviceChoice};
 use crate::report::{self, Series};
 
@@ -78,9 +79,7 @@ fn pearson(x: &[f64], y: &[f64]) -> f64 {
 
 pub fn main(args: &AnalyzeArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
-    let bytes = std::fs::read(&args.checkpoint)
-        .with_context(|| format!("cannot read {}", args.checkpoint.display()))?;
-    let (model, meta) = tsa_core::checkpoint::from_bytes(&bytes, &chosen.device)?;
+    let (model, meta) = load_checkpoint(&args.checkpoint, &chosen.device)?;
     let Some(tok) = meta.vocab else {
         bail!("this checkpoint has no character vocabulary")
     };

@@ -2,6 +2,7 @@
 //! (paper Table 5), plus training, the paper's tables, routing analysis and sampling.
 
 mod analyze;
+mod args;
 mod device;
 mod report;
 mod reproduce;

@@ -5,12 +5,13 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tsa_core::read::block_on;
 
+use crate::args::load_checkpoint;
 use crate::device::{self, DeviceChoice};
 
 #[derive(Args, Debug, Clone)]
@@ -45,9 +46,7 @@ fn paint(ch: char, active: f32, colour: bool) -> String {
 
 pub fn main(args: &SampleArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
-    let bytes = std::fs::read(&args.checkpoint)
-        .with_context(|| format!("cannot read {}", args.checkpoint.display()))?;
-    let (model, meta) = tsa_core::checkpoint::from_bytes(&bytes, &chosen.device)?;
+    let (model, meta) = load_checkpoint(&args.checkpoint, &chosen.device)?;
     let Some(tok) = meta.vocab else {
         bail!("this checkpoint has no character vocabulary (a synthetic-task model)")
     };

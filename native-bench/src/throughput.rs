@@ -13,6 +13,7 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use tsa_core::{Execution, KeepScale, Routing, TsaConfig, TsaModel, metrics};
 
+use crate::args::{ShapeArgs, load_checkpoint};
 use crate::device::{self, DeviceChoice};
 use crate::report;
 
@@ -20,14 +21,8 @@ use crate::report;
 pub struct ThroughputArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceChoice,
-    #[arg(long, default_value_t = 256)]
-    pub d_model: usize,
-    #[arg(long, default_value_t = 6)]
-    pub layers: usize,
-    #[arg(long, default_value_t = 8)]
-    pub heads: usize,
-    #[arg(long, default_value_t = 1024)]
-    pub d_ff: usize,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     #[arg(long, default_value_t = 65)]
     pub vocab: usize,
     /// Batch sizes to sweep.
@@ -140,20 +135,14 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
     eprintln!("device: {}", chosen.name);
 
     let trained = match &args.checkpoint {
-        Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            Some(tsa_core::checkpoint::from_bytes(&bytes, &device)?.0)
-        }
+        Some(path) => Some(load_checkpoint(path, &device)?.0),
         None => None,
     };
     let shape = match &trained {
         Some(m) => m.config.clone(),
-        None => TsaConfig::new(args.vocab)
-            .with_d_model(args.d_model)
-            .with_n_layers(args.layers)
-            .with_n_heads(args.heads)
-            .with_d_ff(args.d_ff)
+        None => args
+            .shape
+            .apply(TsaConfig::new(args.vocab))
             .with_context(args.seq),
     };
     let seq = args.seq.min(shape.context);
@@ -326,10 +315,12 @@ mod tests {
     fn tiny(out: PathBuf) -> ThroughputArgs {
         ThroughputArgs {
             device: DeviceChoice::Cpu,
-            d_model: 32,
-            layers: 3,
-            heads: 2,
-            d_ff: 64,
+            shape: ShapeArgs {
+                d_model: 32,
+                layers: 3,
+                heads: 2,
+                d_ff: 64,
+            },
             vocab: 20,
             batch: vec![4, 1],
             seq: 16,

@@ -19,6 +19,7 @@ use tsa_core::{
     EvalStats, Execution, Routing, TrainConfig, Trainer, TsaConfig, TsaModel, evaluate,
 };
 
+use crate::args::ShapeArgs;
 use crate::device::{self, DeviceChoice};
 
 #[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
@@ -51,14 +52,8 @@ pub struct TrainArgs {
     /// Any UTF-8 text (default: Tiny-Shakespeare from $TSA_CORPUS or data/tinyshakespeare.txt).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    #[arg(long, default_value_t = 256)]
-    pub d_model: usize,
-    #[arg(long, default_value_t = 6)]
-    pub layers: usize,
-    #[arg(long, default_value_t = 8)]
-    pub heads: usize,
-    #[arg(long, default_value_t = 1024)]
-    pub d_ff: usize,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     #[arg(long, default_value_t = 128)]
     pub context: usize,
     #[arg(long, default_value_t = 5000)]
@@ -274,11 +269,9 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             (Data::Lm(c), args.context, Some(tok))
         }
     };
-    let model = TsaConfig::new(data.vocab_size())
-        .with_d_model(args.d_model)
-        .with_n_layers(args.layers)
-        .with_n_heads(args.heads)
-        .with_d_ff(args.d_ff)
+    let model = args
+        .shape
+        .apply(TsaConfig::new(data.vocab_size()))
         .with_context(context)
         .with_routing(args.routing());
     let train = TrainConfig::new()
