@@ -129,12 +129,14 @@ impl CausalSelfAttention {
                 .select(0, ints(rows))
                 .reshape([b, n_max, nh, hd])
                 .swap_dims(1, 2);
-            // The mask at the op's documented full shape: not every backend broadcasts one.
-            let shape = [b, nh, n_max, hi];
+            // Compared once per sequence, then given at the op's documented full shape (not every
+            // backend broadcasts a mask over heads).
+            let shape = [b, 1, n_max, hi];
             let key_pos = Tensor::<1, Int>::arange(0..hi as i64, &device).reshape([1, 1, 1, hi]);
             let future = key_pos
                 .expand(shape)
-                .greater(ints(query_pos).reshape([b, 1, n_max, 1]).expand(shape));
+                .greater(ints(query_pos).reshape([b, 1, n_max, 1]).expand(shape))
+                .expand([b, nh, n_max, hi]);
             let y = attention(
                 q,
                 k.clone().narrow(2, 0, hi),
