@@ -397,8 +397,11 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             ]
         })
         .collect();
+    let steps = args
+        .steps
+        .map_or(String::new(), |n| format!(" --steps {n}"));
     let md = format!(
-        "# {name} ({:?} scale) on {}\n\nCommand: `cargo run --release -p native-bench -- reproduce {name} --scale {:?}`\n\n{}{}\n\nThe paper's numbers:\n\n{}\n",
+        "# {name} ({:?} scale) on {}\n\nCommand: `cargo run --release -p native-bench -- reproduce {name} --scale {:?}{steps}`\n\n{}{}\n\nThe paper's numbers:\n\n{}\n",
         args.scale, chosen.name, args.scale, report::markdown(&header, &rows), extra_md, paper
     ).replace("Quick", "quick").replace("Paper", "paper");
     report::write(&dir.join(format!("{name}.md")), &md)?;
