@@ -58,6 +58,20 @@ proptest! {
 }
 
 #[test]
+fn extended_mode_over_uneven_position_ranges_equals_the_masked_dense_block() {
+    // The extended mode runs attention per position range (keys cut at the range's end); at
+    // t = 37 the ranges are 10, 10, 10 and 7 long. One sequence keeps nothing, one everything,
+    // one a scattered pattern with nothing in the first range.
+    let (b, t) = (3, 37);
+    let mut keep = vec![false; t];
+    keep.extend(vec![true; t]);
+    keep.extend((0..t).map(|i| i >= 10 && (i % 3 == 0 || i == 36)));
+    let scale: Vec<f32> = (0..b * t).map(|i| 0.1 + (i % 7) as f32 / 10.0).collect();
+    let diff = hard_vs_masked(b, t, 12, keep, scale, 5, true);
+    assert!(diff < 1e-5, "max |extended − masked dense| = {diff}");
+}
+
+#[test]
 fn sparse_block_with_nothing_halted_equals_the_dense_block() {
     let device = cpu();
     device.seed(1);
