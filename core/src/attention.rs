@@ -48,7 +48,7 @@ impl CausalSelfAttention {
 
 /// The extended mode splits the sequence into this many position ranges: a kept query in range c
 /// only needs the keys before the range's end, so most of the masked upper triangle is never
-/// computed (a per-row mask alone makes the op compute every score row in full).
+/// computed (flex's attention computes every score of the rows it is given, masked or not).
 const QUERY_RANGES: usize = 4;
 
 impl CausalSelfAttention {
@@ -56,6 +56,7 @@ impl CausalSelfAttention {
     /// K and V are computed for every token (later tokens attend to them); Q, the score rows and
     /// the output projection only for the kept rows, whose positions within sequence b are
     /// `positions[b]` (ascending). Returns [k, d], sequence by sequence, in position order.
+    /// At least one row must be kept (the block skips the call when none is).
     pub fn forward_rows(&self, x: Tensor<3>, positions: &[Vec<i64>]) -> Tensor<2> {
         let [b, t, d] = x.dims();
         let (nh, hd) = (self.n_heads, d / self.n_heads);
