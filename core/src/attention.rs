@@ -54,10 +54,15 @@ const QUERY_RANGES: usize = 4;
 impl CausalSelfAttention {
     /// Extended sparse mode (beyond the paper): the attention update of the kept query rows only.
     /// K and V are computed for every token (later tokens attend to them); Q, the score rows and
-    /// the output projection only for the kept rows, whose positions within sequence b are
-    /// `positions[b]` (ascending). Returns [k, d], sequence by sequence, in position order.
-    /// At least one row must be kept (the block skips the call when none is).
-    pub fn forward_rows(&self, x: Tensor<3>, positions: &[Vec<i64>]) -> Tensor<2> {
+    /// the output projection only for the kept rows: `keep`, their ascending flat indices into
+    /// B·T, and `positions[b]`, the same rows as positions within sequence b. Returns [k, d] in
+    /// `keep`'s order. At least one row must be kept (the block skips the call when none is).
+    pub fn forward_rows(
+        &self,
+        x: Tensor<3>,
+        keep: Tensor<1, Int>,
+        positions: &[Vec<i64>],
+    ) -> Tensor<2> {
         let [b, t, d] = x.dims();
         let (nh, hd) = (self.n_heads, d / self.n_heads);
         let device = x.device();
@@ -71,13 +76,8 @@ impl CausalSelfAttention {
         let heads = |m: Tensor<2>, rows: usize| m.reshape([b, rows, nh, hd]).swap_dims(1, 2);
         let k = heads(kv.clone().narrow(1, 0, d), t);
         let v = heads(kv.narrow(1, d, d), t);
-        // Q for the kept rows only, in output order (sequence by sequence).
-        let kept_rows: Vec<i64> = positions
-            .iter()
-            .enumerate()
-            .flat_map(|(s, pos)| pos.iter().map(move |&p| s as i64 * t as i64 + p))
-            .collect();
-        let q_all = flat.select(0, ints(kept_rows)).matmul(w.narrow(1, 0, d));
+        // Q for the kept rows only, in output order; sequence s's rows start at first[s].
+        let q_all = flat.select(0, keep).matmul(w.narrow(1, 0, d));
         let first: Vec<usize> = positions
             .iter()
             .scan(0, |n, pos| {
@@ -88,8 +88,8 @@ impl CausalSelfAttention {
             .collect();
 
         // One attention call per position range, over the batch: each sequence's kept queries in
-        // the range padded to the longest run (a padding slot repeats a kept query and is
-        // dropped), keys cut at the range's end, and the causal mask per row.
+        // the range padded to the longest run (a padding slot reads Q row 0, sees every key and
+        // is dropped), keys cut at the range's end, and the causal mask per row.
         let len = t.div_ceil(QUERY_RANGES);
         let (mut outs, mut order) = (Vec::new(), Vec::new());
         for lo in (0..t).step_by(len) {
@@ -105,22 +105,17 @@ impl CausalSelfAttention {
             if n_max == 0 {
                 continue;
             }
-            let some_kept = in_range
-                .iter()
-                .enumerate()
-                .find(|(_, (a, z))| z > a)
-                .map(|(s, (a, _))| first[s] + a)
-                .unwrap_or(0) as i64;
             let (mut rows, mut query_pos, mut kept) = (Vec::new(), Vec::new(), Vec::new());
             for (s, &(a, z)) in in_range.iter().enumerate() {
                 for i in 0..n_max {
                     if a + i < z {
+                        let row = (first[s] + a + i) as i64;
                         kept.push((s * n_max + i) as i64);
-                        order.push((first[s] + a + i) as i64);
-                        rows.push((first[s] + a + i) as i64);
+                        order.push(row);
+                        rows.push(row);
                         query_pos.push(positions[s][a + i]);
                     } else {
-                        rows.push(some_kept);
+                        rows.push(0);
                         query_pos.push(hi as i64 - 1);
                     }
                 }

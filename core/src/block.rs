@@ -104,7 +104,7 @@ impl Block {
                     Some(_) if keep.dims()[0] == 0 => h,
                     Some(positions) => {
                         let x = self.ln_attn.forward(h.clone());
-                        let rows = self.attn.forward_rows(x, positions);
+                        let rows = self.attn.forward_rows(x, keep.clone(), positions);
                         h + sparse::scatter_rows(rows, keep.clone(), scale.clone())
                     }
                 };
