@@ -36,19 +36,47 @@ impl CausalSelfAttention {
         let k = heads(qkv.clone().narrow(2, d, d));
         let v = heads(qkv.narrow(2, 2 * d, d));
 
-        // softmax(QKᵀ/√d_h + causal mask)·V through Burn's attention op: a backend may fuse it
-        // (flex runs it per (sequence, head) in parallel without materialising [B, H, T, T]);
-        // under autodiff it is the same composition of matmul, mask and softmax.
-        let y = attention(q, k, v, None, None, causal())
-            .swap_dims(1, 2)
-            .reshape([b, t, d]);
+        let y = causal_attention(q, k, v).swap_dims(1, 2).reshape([b, t, d]);
         self.proj.forward(y)
     }
 }
 
-/// The extended mode splits the sequence into this many position ranges: a kept query in range c
-/// only needs the keys before the range's end, so most of the masked upper triangle is never
-/// computed (flex's attention computes every score of the rows it is given, masked or not).
+/// Sequences at least this long run their attention per query range (below, the extra calls
+/// cost more than the skipped scores save; measured at the paper's T = 256 on flex).
+const RANGED_FROM: usize = 256;
+
+/// softmax(QKᵀ/√d_h + causal mask)·V, [B, H, T, d_h] each, through Burn's attention op: a
+/// backend may fuse it (flex runs it per (sequence, head) in parallel without materialising
+/// [B, H, T, T]); under autodiff it is the same composition of matmul, mask and softmax.
+///
+/// Flex computes every score of the rows it is given, the masked half included, so long
+/// sequences go per query range: the queries [lo, hi) need only the keys [0, hi), which skips
+/// 3/8 of the score matrix with 4 ranges. Burn's causal mask is aligned bottom-right for a
+/// non-square score matrix (flex, the composed fallback and cubek's kernels alike: query i of
+/// n sees keys ≤ i + hi − n), so query lo + i sees keys ≤ lo + i as it should.
+fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    let t = q.dims()[2];
+    if t < RANGED_FROM {
+        return attention(q, k, v, None, None, causal());
+    }
+    let len = t.div_ceil(QUERY_RANGES);
+    let ranges = (0..t).step_by(len).map(|lo| {
+        let hi = (lo + len).min(t);
+        attention(
+            q.clone().narrow(2, lo, hi - lo),
+            k.clone().narrow(2, 0, hi),
+            v.clone().narrow(2, 0, hi),
+            None,
+            None,
+            causal(),
+        )
+    });
+    Tensor::cat(ranges.collect(), 2)
+}
+
+/// Long sequences (and the extended mode, always) split into this many position ranges: a query
+/// in range c only needs the keys before the range's end, so most of the masked upper triangle
+/// is never computed (flex's attention computes every score of the rows it is given).
 const QUERY_RANGES: usize = 4;
 
 impl CausalSelfAttention {

@@ -105,11 +105,11 @@ impl Block {
                     Some(positions) => {
                         let x = self.ln_attn.forward(h.clone());
                         let rows = self.attn.forward_rows(x, keep.clone(), positions);
-                        h + sparse::scatter_rows(rows, keep.clone(), scale.clone())
+                        sparse::add_rows(h, rows, keep.clone(), scale.clone())
                     }
                 };
                 let x = self.ln_ffn.forward(h.clone());
-                h + sparse::ffn_rows(&self.ffn, x, keep.clone(), scale.clone())
+                sparse::add_ffn_rows(h, &self.ffn, x, keep.clone(), scale.clone())
             }
         }
     }

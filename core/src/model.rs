@@ -23,7 +23,7 @@ pub enum Execution {
     Train,
     /// Hard routing at inference with real skipped work: TSA tokens with p > 0.5 skip the FFN by
     /// gather/scatter and their attention update is masked (§3.6); MoD keeps the tokens whose
-    /// router weight 1 − p > 0.5 (a causal rule, trained by the auxiliary loss); dense and early
+    /// router weight 1 − p ≥ 0.5 (a causal rule, trained by the auxiliary loss); dense and early
     /// exit run every block.
     Sparse(KeepScale),
     /// `Sparse`, and halted tokens also skip their attention query rows and Q/output projections
@@ -136,8 +136,9 @@ impl TsaModel {
         for l in 0..self.config.n_routers() {
             let gate = match (self.config.routing, exec) {
                 (Routing::Dense, _) => Gate::Open,
+                // TSA and MoD alike: a token runs the block when its router weight 1 − p ≥ 0.5.
                 (
-                    Routing::Tsa { .. },
+                    Routing::Tsa { .. } | Routing::MixtureOfDepths { .. },
                     Execution::Sparse(scale) | Execution::SparseQueries(scale),
                 ) => {
                     let p = self.routers[l].forward(h.clone());
@@ -154,19 +155,6 @@ impl TsaModel {
                     out.halting.push(p);
                     out.active.push(g.clone());
                     Gate::Soft(g.unsqueeze_dim(2))
-                }
-                (
-                    Routing::MixtureOfDepths { .. },
-                    Execution::Sparse(scale) | Execution::SparseQueries(scale),
-                ) => {
-                    let p = self.routers[l].forward(h.clone());
-                    let w = p.clone().neg() + 1.0;
-                    let keep = w.clone().greater_elem(routing::HALT_THRESHOLD);
-                    let keep_f = keep.clone().float();
-                    let scale = scale.apply(keep_f.clone(), w);
-                    out.halting.push(p);
-                    out.active.push(keep_f);
-                    hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_)))
                 }
                 (Routing::MixtureOfDepths { capacity }, _) => {
                     let p = self.routers[l].forward(h.clone());

@@ -16,17 +16,17 @@ pub fn keep_indices(keep: Tensor<2, Bool>) -> Tensor<1, Int> {
     idx.reshape([k])
 }
 
-/// Scatters `rows` [k, d] (the updates of the flat rows `keep`), each scaled by its `scale`
-/// [B, T, 1], into a zero [B, T, d].
-pub fn scatter_rows(rows: Tensor<2>, keep: Tensor<1, Int>, scale: Tensor<3>) -> Tensor<3> {
-    let [b, t, _] = scale.dims();
-    let d = rows.dims()[1];
-    let out = Tensor::<2>::zeros([b * t, d], &rows.device());
+/// `h` [B, T, d] plus `rows` [k, d], the updates of the flat rows `keep`, each scaled by its
+/// `scale` [B, T, 1]; the other rows unchanged. Added straight into `h` (no zero [B, T, d]
+/// update tensor and no full-size add: both cost a pass over memory per block).
+pub fn add_rows(h: Tensor<3>, rows: Tensor<2>, keep: Tensor<1, Int>, scale: Tensor<3>) -> Tensor<3> {
+    let [b, t, d] = h.dims();
     if keep.dims()[0] == 0 {
-        return out.reshape([b, t, d]);
+        return h;
     }
     let rows = rows * scale.reshape([b * t, 1]).select(0, keep.clone());
-    out.select_assign(0, keep, rows, IndexingUpdateOp::Assign)
+    h.reshape([b * t, d])
+        .select_assign(0, keep, rows, IndexingUpdateOp::Add)
         .reshape([b, t, d])
 }
 
@@ -46,13 +46,19 @@ pub fn positions_per_sequence(keep: &Tensor<1, Int>, b: usize, t: usize) -> Vec<
     out
 }
 
-/// The FFN update for the rows `keep` of `x` [B, T, d], each scaled by its `scale` [B, T, 1];
-/// zero elsewhere. Equal to `scale ⊙ ffn(x)` when `scale` is zero off `keep`.
-pub fn ffn_rows(ffn: &Ffn, x: Tensor<3>, keep: Tensor<1, Int>, scale: Tensor<3>) -> Tensor<3> {
+/// `h` plus the FFN update of the rows `keep` of `x` [B, T, d], each scaled by its `scale`
+/// [B, T, 1]. Equal to `h + scale ⊙ ffn(x)` when `scale` is zero off `keep`.
+pub fn add_ffn_rows(
+    h: Tensor<3>,
+    ffn: &Ffn,
+    x: Tensor<3>,
+    keep: Tensor<1, Int>,
+    scale: Tensor<3>,
+) -> Tensor<3> {
     let [b, t, d] = x.dims();
     if keep.dims()[0] == 0 {
-        return x.zeros_like();
+        return h;
     }
     let rows = ffn.forward(x.reshape([b * t, d]).select(0, keep.clone()));
-    scatter_rows(rows, keep, scale)
+    add_rows(h, rows, keep, scale)
 }
