@@ -41,26 +41,42 @@ impl CausalSelfAttention {
     }
 }
 
-/// Sequences at least this long run their attention per query range (below, the extra calls
-/// cost more than the skipped scores save; measured at the paper's T = 256 on flex).
+/// Sequences at least this long run their attention per query range (measured at the paper's
+/// T = 256 on flex: `cargo run --release -p tsa-core --example attention_ranges`).
 const RANGED_FROM: usize = 256;
 
 /// softmax(QKᵀ/√d_h + causal mask)·V, [B, H, T, d_h] each, through Burn's attention op: a
 /// backend may fuse it (flex runs it per (sequence, head) in parallel without materialising
 /// [B, H, T, T]); under autodiff it is the same composition of matmul, mask and softmax.
+fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    let ranges = if q.dims()[2] < RANGED_FROM {
+        1
+    } else {
+        QUERY_RANGES
+    };
+    causal_attention_in_ranges(q, k, v, ranges)
+}
+
+/// The causal attention above, computed in `ranges` query ranges (public for the benchmark
+/// example).
 ///
 /// Flex computes every score of the rows it is given, the masked half included, so long
 /// sequences go per query range: the queries [lo, hi) need only the keys [0, hi), which skips
 /// 3/8 of the score matrix with 4 ranges. Burn's causal mask is aligned bottom-right for a
 /// non-square score matrix (flex, the composed fallback and cubek's kernels alike: query i of
 /// n sees keys ≤ i + hi − n), so query lo + i sees keys ≤ lo + i as it should.
-fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+pub fn causal_attention_in_ranges(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    ranges: usize,
+) -> Tensor<4> {
     let t = q.dims()[2];
-    if t < RANGED_FROM {
+    if ranges <= 1 {
         return attention(q, k, v, None, None, causal());
     }
-    let len = t.div_ceil(QUERY_RANGES);
-    let ranges = (0..t).step_by(len).map(|lo| {
+    let len = t.div_ceil(ranges);
+    let outs = (0..t).step_by(len).map(|lo| {
         let hi = (lo + len).min(t);
         attention(
             q.clone().narrow(2, lo, hi - lo),
@@ -71,7 +87,7 @@ fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
             causal(),
         )
     });
-    Tensor::cat(ranges.collect(), 2)
+    Tensor::cat(outs.collect(), 2)
 }
 
 /// Long sequences (and the extended mode, always) split into this many position ranges: a query

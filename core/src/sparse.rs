@@ -19,7 +19,12 @@ pub fn keep_indices(keep: Tensor<2, Bool>) -> Tensor<1, Int> {
 /// `h` [B, T, d] plus `rows` [k, d], the updates of the flat rows `keep`, each scaled by its
 /// `scale` [B, T, 1]; the other rows unchanged. Added straight into `h` (no zero [B, T, d]
 /// update tensor and no full-size add: both cost a pass over memory per block).
-pub fn add_rows(h: Tensor<3>, rows: Tensor<2>, keep: Tensor<1, Int>, scale: Tensor<3>) -> Tensor<3> {
+pub fn add_rows(
+    h: Tensor<3>,
+    rows: Tensor<2>,
+    keep: Tensor<1, Int>,
+    scale: Tensor<3>,
+) -> Tensor<3> {
     let [b, t, d] = h.dims();
     if keep.dims()[0] == 0 {
         return h;

@@ -224,7 +224,12 @@ fn attention_is_softmax_of_causally_masked_scaled_scores() {
     use burn::tensor::activation::softmax;
     use tsa_core::attention::CausalSelfAttention;
     // t = 301 takes the per-query-range path (ranges of 76, 76, 76 and 73 rows).
-    for (device, t) in [(cpu(), 7), (cpu().autodiff(), 7), (cpu(), 301), (cpu().autodiff(), 301)] {
+    for (device, t) in [
+        (cpu(), 7),
+        (cpu().autodiff(), 7),
+        (cpu(), 301),
+        (cpu().autodiff(), 301),
+    ] {
         device.seed(3);
         let (b, d, h) = (2, 16, 4);
         let att = CausalSelfAttention::init(d, h, 2, &device);
@@ -249,6 +254,9 @@ fn attention_is_softmax_of_causally_masked_scaled_scores() {
             .proj
             .forward(weights.matmul(v).swap_dims(1, 2).reshape([b, t, d]));
         let diff = max_abs_diff(&floats(att.forward(x)), &floats(by_hand));
-        assert!(diff < 1e-5, "t = {t}: attention differs from the formula by {diff}");
+        assert!(
+            diff < 1e-5,
+            "t = {t}: attention differs from the formula by {diff}"
+        );
     }
 }
