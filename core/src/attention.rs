@@ -41,8 +41,9 @@ impl CausalSelfAttention {
     }
 }
 
-/// Sequences at least this long run their attention per query range (measured at the paper's
-/// T = 256 on flex: `cargo run --release -p tsa-core --example attention_ranges`).
+/// Sequences at least this long run their attention per query range: measured to pay at the
+/// paper's T = 256 on flex (`cargo run --release -p tsa-core --example attention_ranges`);
+/// shorter ones, the browser presets' contexts included, keep the single call (not measured).
 const RANGED_FROM: usize = 256;
 
 /// softmax(QKᵀ/√d_h + causal mask)·V, [B, H, T, d_h] each, through Burn's attention op: a
@@ -75,9 +76,7 @@ pub fn causal_attention_in_ranges(
     if ranges <= 1 {
         return attention(q, k, v, None, None, causal());
     }
-    let len = t.div_ceil(ranges);
-    let outs = (0..t).step_by(len).map(|lo| {
-        let hi = (lo + len).min(t);
+    let outs = position_ranges(t, ranges).map(|(lo, hi)| {
         attention(
             q.clone().narrow(2, lo, hi - lo),
             k.clone().narrow(2, 0, hi),
@@ -88,6 +87,12 @@ pub fn causal_attention_in_ranges(
         )
     });
     Tensor::cat(outs.collect(), 2)
+}
+
+/// Positions 0..t cut into `n` consecutive ranges [lo, hi) of equal length (the last shorter).
+fn position_ranges(t: usize, n: usize) -> impl Iterator<Item = (usize, usize)> {
+    let len = t.div_ceil(n).max(1);
+    (0..t).step_by(len).map(move |lo| (lo, (lo + len).min(t)))
 }
 
 /// Long sequences (and the extended mode, always) split into this many position ranges: a query
@@ -134,10 +139,8 @@ impl CausalSelfAttention {
         // One attention call per position range, over the batch: each sequence's kept queries in
         // the range padded to the longest run (a padding slot reads Q row 0, sees every key and
         // is dropped), keys cut at the range's end, and the causal mask per row.
-        let len = t.div_ceil(QUERY_RANGES);
         let (mut outs, mut order) = (Vec::new(), Vec::new());
-        for lo in (0..t).step_by(len) {
-            let hi = (lo + len).min(t);
+        for (lo, hi) in position_ranges(t, QUERY_RANGES) {
             let in_range: Vec<(usize, usize)> = positions
                 .iter()
                 .map(|pos| {
