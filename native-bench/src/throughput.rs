@@ -129,7 +129,29 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+impl ThroughputArgs {
+    /// Refuses flags that cannot be timed (a zero batch reaches flex as an empty tensor, which
+    /// it does not survive) before any device or model is set up.
+    fn validate(&self) -> Result<()> {
+        anyhow::ensure!(
+            !self.batch.is_empty() && self.batch.iter().all(|&b| b > 0),
+            "--batch: every batch size must be at least 1 (got {:?})",
+            self.batch
+        );
+        anyhow::ensure!(self.seq > 0, "--seq must be at least 1");
+        anyhow::ensure!(
+            self.runs > 0,
+            "--runs must be at least 1 (the median needs a timing)"
+        );
+        if let Some(a) = self.alphas.iter().find(|a| !(0.0..=1.0).contains(*a)) {
+            anyhow::bail!("--alphas: {a} is not an active fraction in [0, 1]");
+        }
+        Ok(())
+    }
+}
+
 pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
+    args.validate()?;
     let chosen = device::choose(args.device)?;
     let device = chosen.device.clone();
     eprintln!("device: {}", chosen.name);
@@ -366,5 +388,22 @@ mod tests {
             assert!(first.get(key).is_some(), "missing {key}");
         }
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn flags_that_cannot_be_timed_are_refused_by_name() {
+        let base = tiny(std::env::temp_dir().join("tsa-throughput-refused"));
+        let cases: [(&str, fn(&mut ThroughputArgs)); 4] = [
+            ("--batch", |a| a.batch = vec![8, 0]),
+            ("--seq", |a| a.seq = 0),
+            ("--runs", |a| a.runs = 0),
+            ("--alphas", |a| a.alphas = vec![0.5, 1.5]),
+        ];
+        for (flag, break_it) in cases {
+            let mut args = base.clone();
+            break_it(&mut args);
+            let err = run(&args).expect_err(flag).to_string();
+            assert!(err.contains(flag), "{flag}: {err}");
+        }
     }
 }
