@@ -40,7 +40,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let routing = if args.iter().any(|a| a == "--dense") {
         Routing::Dense
     } else {
-        Routing::Tsa { lambda }
+        Routing::tsa(lambda)
     };
 
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read corpus {path}: {e}"))?;
@@ -79,7 +79,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let (x, y) = corpus.sample(Split::Train, train.batch_size, ctx, &mut rng);
         let stats = block_on(trainer.step(&Batch::new(x, y, None, ctx, &ad)))?;
         if s % 50 == 0 || s + 1 == steps {
-            let ev = block_on(evaluate(&trainer.inference_model(), &val, Execution::Train))?;
+            let ev = block_on(evaluate(&trainer.inference_model(), &val, Execution::Soft))?;
             println!(
                 "step {:>5}  loss {:.4}  val {:.4} (bpc {:.3})  α {:.3}  TLOps saved {:>5.1}%  {:.1} steps/s",
                 stats.step,
@@ -98,7 +98,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "\nvalidation, soft gates vs sparse inference (tokens with p > 0.5 skip the FFN):"
         );
         for (name, exec) in [
-            ("soft (training gates)", Execution::Train),
+            ("soft (training gates)", Execution::Soft),
             (
                 "sparse, kept × (1 − p)",
                 Execution::Sparse(KeepScale::OneMinusP),

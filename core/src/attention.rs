@@ -1,12 +1,14 @@
 //! Causal multi-head self-attention (no projection biases).
 
 use burn::module::Module;
-use burn::nn::Linear;
+use burn::nn::{Dropout, DropoutConfig, Linear};
+use burn::tensor::activation::softmax;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 
-use crate::init;
+use crate::config::TsaConfig;
+use crate::init::{self, Bias};
 
 #[derive(Module, Debug)]
 pub struct CausalSelfAttention {
@@ -15,14 +17,19 @@ pub struct CausalSelfAttention {
     /// Output projection d → d: a residual projection, so it gets the scaled init.
     pub proj: Linear,
     pub n_heads: usize,
+    /// On the attention probabilities, in training only (then the attention is composed from
+    /// matmul and softmax: Burn's fused op has no dropout).
+    pub dropout: Dropout,
 }
 
 impl CausalSelfAttention {
-    pub fn init(d_model: usize, n_heads: usize, n_layers: usize, device: &Device) -> Self {
+    pub fn init(c: &TsaConfig, device: &Device) -> Self {
+        let d = c.d_model;
         Self {
-            qkv: init::linear(d_model, 3 * d_model, init::STD, None, device),
-            proj: init::linear(d_model, d_model, init::residual_std(n_layers), None, device),
-            n_heads,
+            qkv: init::unnamed(d, 3 * d, c.init, Bias::None, device),
+            proj: init::residual(d, d, c.n_layers, false, device),
+            n_heads: c.n_heads,
+            dropout: DropoutConfig::new(c.dropout).init(),
         }
     }
 
@@ -36,8 +43,24 @@ impl CausalSelfAttention {
         let k = heads(qkv.clone().narrow(2, d, d));
         let v = heads(qkv.narrow(2, 2 * d, d));
 
-        let y = causal_attention(q, k, v).swap_dims(1, 2).reshape([b, t, d]);
-        self.proj.forward(y)
+        let y = if self.dropout.prob > 0.0 && q.device().is_autodiff() {
+            self.causal_attention_dropout(q, k, v)
+        } else {
+            causal_attention(q, k, v)
+        };
+        self.proj.forward(y.swap_dims(1, 2).reshape([b, t, d]))
+    }
+
+    /// Training with dropout: softmax(QKᵀ/√d_h + causal mask), dropped, times V.
+    fn causal_attention_dropout(&self, q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+        let [b, h, t, hd] = q.dims();
+        let scores = q.matmul(k.swap_dims(2, 3)).div_scalar((hd as f64).sqrt());
+        // `tril_mask` is true strictly above the diagonal: the future.
+        let future = Tensor::<2, Bool>::tril_mask([t, t], 0, &scores.device())
+            .unsqueeze::<4>()
+            .expand([b, h, t, t]);
+        let probs = softmax(scores.mask_fill(future, -1e9), 3);
+        self.dropout.forward(probs).matmul(v)
     }
 }
 

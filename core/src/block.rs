@@ -2,39 +2,38 @@
 //! `h ← h + g ⊙ Δattn(h)`, `h ← h + g ⊙ Δffn(h)` (paper §2.3, with g = 1 − p_l).
 
 use burn::module::Module;
-use burn::nn::{LayerNorm, LayerNormConfig, Linear};
+use burn::nn::{Dropout, DropoutConfig, LayerNorm, LayerNormConfig, Linear};
 use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Tensor};
 
 use crate::attention::CausalSelfAttention;
-use crate::init;
+use crate::config::TsaConfig;
+use crate::init::{self, Bias};
 use crate::sparse;
 
-/// GELU feed-forward network d → d_ff → d, with biases.
+/// GELU feed-forward network d → d_ff → d, with biases; dropout (training only) after the GELU
+/// and after the second layer, as in the paper authors' code.
 #[derive(Module, Debug)]
 pub struct Ffn {
     pub fc: Linear,
     /// Second layer: a residual projection, so it gets the scaled init.
     pub proj: Linear,
+    pub dropout: Dropout,
 }
 
 impl Ffn {
-    pub fn init(d_model: usize, d_ff: usize, n_layers: usize, device: &Device) -> Self {
+    pub fn init(c: &TsaConfig, device: &Device) -> Self {
         Self {
-            fc: init::linear(d_model, d_ff, init::STD, Some(0.0), device),
-            proj: init::linear(
-                d_ff,
-                d_model,
-                init::residual_std(n_layers),
-                Some(0.0),
-                device,
-            ),
+            fc: init::unnamed(c.d_model, c.d_ff, c.init, Bias::Default, device),
+            proj: init::residual(c.d_ff, c.d_model, c.n_layers, true, device),
+            dropout: DropoutConfig::new(c.dropout).init(),
         }
     }
 
     /// Works on any leading shape: [B, T, d] in the dense path, [k, d] rows in the sparse one.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        self.proj.forward(gelu(self.fc.forward(x)))
+        let hidden = self.dropout.forward(gelu(self.fc.forward(x)));
+        self.dropout.forward(self.proj.forward(hidden))
     }
 }
 
@@ -66,18 +65,12 @@ pub struct Block {
 }
 
 impl Block {
-    pub fn init(
-        d_model: usize,
-        n_heads: usize,
-        d_ff: usize,
-        n_layers: usize,
-        device: &Device,
-    ) -> Self {
+    pub fn init(c: &TsaConfig, device: &Device) -> Self {
         Self {
-            ln_attn: LayerNormConfig::new(d_model).init(device),
-            attn: CausalSelfAttention::init(d_model, n_heads, n_layers, device),
-            ln_ffn: LayerNormConfig::new(d_model).init(device),
-            ffn: Ffn::init(d_model, d_ff, n_layers, device),
+            ln_attn: LayerNormConfig::new(c.d_model).init(device),
+            attn: CausalSelfAttention::init(c, device),
+            ln_ffn: LayerNormConfig::new(c.d_model).init(device),
+            ffn: Ffn::init(c, device),
         }
     }
 

@@ -4,6 +4,7 @@ use burn::config::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TsaError;
+use crate::routing::{KeepScale, ROUTER_FINAL_BIAS};
 
 /// How the blocks after the stem are gated. The model is one type; its variants are data.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -12,8 +13,18 @@ pub enum Routing {
     /// Baseline: every block runs for every token.
     Dense,
     /// Token-Selective Attention (§2): a router after each block but the last; the next block's
-    /// residual updates are scaled by `1 − p_l`; `λ·α` is added to the loss (§2.4).
-    Tsa { lambda: f64 },
+    /// residual updates are scaled by the gate (`1 − p_l` for the paper's soft gate); `λ·α` is
+    /// added to the loss (§2.4).
+    Tsa {
+        lambda: f64,
+        /// How the gate is trained (the paper's soft gate unless set).
+        #[serde(default)]
+        gate: TsaGate,
+        /// A requested *executed* α (share of token-layers that run): a Lagrange multiplier on
+        /// the depth loss rises while the batch's executed α is above it (the trainer holds it).
+        #[serde(default)]
+        target: Option<f64>,
+    },
     /// Early exit (Elbayad et al., 2020): an exit classifier after every block, trained with the
     /// uniform mean of their cross-entropies; at inference a token stops at the first exit whose
     /// max softmax probability passes a threshold.
@@ -24,21 +35,101 @@ pub enum Routing {
     MixtureOfDepths { capacity: f64 },
 }
 
+/// How TSA's gate behaves in training. Inference always executes the same causal rule — a token
+/// runs block l+1 when p_l ≤ 0.5 — so the question is only whether training sees that rule.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum TsaGate {
+    /// The paper (§2.3): h += (1 − p)·Δ. What trains is not what runs: thresholding it later
+    /// drops the partial updates the model learned to rely on.
+    #[default]
+    Soft,
+    /// Straight-through: the forward pass executes the binary decision (kept tokens get the full
+    /// update, halted ones none: exactly what sparse inference runs); the backward pass uses the
+    /// gradient of the soft gate 1 − p.
+    StraightThrough,
+    /// Gumbel-sigmoid relaxation: the gate is σ((logit(1 − p) + logistic noise)/τ), with τ
+    /// annealed geometrically from 1 to 0.05 over training so that it ends (nearly) binary;
+    /// the forward pass is hard (straight-through on the sample) in the last fifth of training.
+    Gumbel,
+}
+
+impl TsaGate {
+    /// How kept tokens are scaled at inference so that it matches training.
+    pub fn keep_scale(self) -> KeepScale {
+        match self {
+            TsaGate::Soft => KeepScale::OneMinusP,
+            TsaGate::StraightThrough | TsaGate::Gumbel => KeepScale::One,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            TsaGate::Soft => "soft",
+            TsaGate::StraightThrough => "st",
+            TsaGate::Gumbel => "gumbel",
+        }
+    }
+}
+
 impl Routing {
+    /// The paper's TSA: soft gate, depth loss λ, no compute target.
+    pub fn tsa(lambda: f64) -> Self {
+        Routing::Tsa {
+            lambda,
+            gate: TsaGate::Soft,
+            target: None,
+        }
+    }
+
     /// Whether this variant has a router after each block but the last.
     pub fn has_routers(&self) -> bool {
         matches!(self, Routing::Tsa { .. } | Routing::MixtureOfDepths { .. })
     }
 
-    /// A short name for tables and logs, e.g. `tsa(λ=0.001)`.
+    /// How sparse inference scales kept tokens for this variant (what its training saw).
+    pub fn keep_scale(&self) -> KeepScale {
+        match self {
+            Routing::Tsa { gate, .. } => gate.keep_scale(),
+            _ => KeepScale::OneMinusP,
+        }
+    }
+
+    /// A short name for tables and logs, e.g. `tsa(λ=0.001)` or `tsa-st(λ=0.01,α*=0.5)`.
     pub fn label(&self) -> String {
         match self {
             Routing::Dense => "dense".into(),
-            Routing::Tsa { lambda } => format!("tsa(λ={lambda})"),
+            Routing::Tsa {
+                lambda,
+                gate,
+                target,
+            } => {
+                let gate = match gate {
+                    TsaGate::Soft => String::new(),
+                    g => format!("-{}", g.label()),
+                };
+                let target = target.map(|t| format!(",α*={t}")).unwrap_or_default();
+                format!("tsa{gate}(λ={lambda}{target})")
+            }
             Routing::EarlyExit => "early_exit".into(),
             Routing::MixtureOfDepths { capacity } => format!("mod(c={capacity})"),
         }
     }
+}
+
+/// Initialisation of the linear layers that the paper's Appendix A does not name (attention's
+/// QKV, the FFN's first layer, the routers' weights). Named ones are the same in both schemes.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum InitScheme {
+    /// PyTorch's `nn.Linear` default, as the paper authors' code leaves them: weights and biases
+    /// uniform in ±1/√fan_in. The default: measured faster to train (docs/RESULTS.md).
+    #[default]
+    Torch,
+    /// GPT-2's N(0, 0.02²) weights and zero biases (this project's first choice).
+    Normal,
 }
 
 /// Shapes of the pre-norm decoder-only transformer (defaults: the paper's §3.2 language model).
@@ -65,8 +156,19 @@ pub struct TsaConfig {
     #[config(default = "None")]
     pub router_hidden: Option<usize>,
     /// Which gate the routed blocks use.
-    #[config(default = "Routing::Tsa { lambda: 0.001 }")]
+    #[config(default = "Routing::tsa(0.001)")]
     pub routing: Routing,
+    /// Dropout probability in training (the paper authors' code: 0.1 on the embedding sum, the
+    /// attention probabilities, after the FFN's GELU and after its second layer). 0 disables it;
+    /// evaluation and inference never drop.
+    #[config(default = 0.0)]
+    pub dropout: f64,
+    /// Initialisation of the layers Appendix A leaves unnamed.
+    #[config(default = "InitScheme::Torch")]
+    pub init: InitScheme,
+    /// Router final-bias initialisation b₂ (§2.2: −1, so p starts at σ(−1) ≈ 0.27).
+    #[config(default = "ROUTER_FINAL_BIAS")]
+    pub router_bias: f64,
 }
 
 impl TsaConfig {
@@ -96,6 +198,21 @@ impl TsaConfig {
             .with_d_ff(256)
             .with_context(64)
             .with_routing(routing)
+    }
+
+    /// Fills in the fields that configs written before them lack (checkpoints of earlier
+    /// versions): no dropout, the N(0, 0.02²) initialisation they were built with, bias −1.
+    pub fn upgrade_json(config: &mut serde_json::Value) {
+        if let Some(c) = config.as_object_mut() {
+            let defaults = [
+                ("dropout", serde_json::json!(0.0)),
+                ("init", serde_json::json!("normal")),
+                ("router_bias", serde_json::json!(ROUTER_FINAL_BIAS)),
+            ];
+            for (key, value) in defaults {
+                c.entry(key).or_insert(value);
+            }
+        }
     }
 
     /// Router hidden width (d/4 unless set).
@@ -136,9 +253,20 @@ impl TsaConfig {
         if self.router_hidden == Some(0) {
             return bad("router_hidden must be at least 1".into());
         }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return bad(format!("dropout must be in [0, 1), got {}", self.dropout));
+        }
+        if !self.router_bias.is_finite() {
+            return bad(format!("router_bias must be finite, got {}", self.router_bias));
+        }
         match self.routing {
-            Routing::Tsa { lambda } if !(lambda.is_finite() && lambda >= 0.0) => {
+            Routing::Tsa { lambda, .. } if !(lambda.is_finite() && lambda >= 0.0) => {
                 bad(format!("TSA λ must be finite and ≥ 0, got {lambda}"))
+            }
+            Routing::Tsa {
+                target: Some(t), ..
+            } if !(t > 0.0 && t <= 1.0) => {
+                bad(format!("TSA target α must be in (0, 1], got {t}"))
             }
             Routing::MixtureOfDepths { capacity } if !(capacity > 0.0 && capacity <= 1.0) => {
                 bad(format!("MoD capacity must be in (0, 1], got {capacity}"))

@@ -160,10 +160,20 @@ impl TsaModel {
                     let p = self.routers[l].forward(h.clone());
                     let pv = read::floats(p.clone()).await?[0];
                     halting.push(pv);
-                    match sparse {
-                        true => ((pv as f64) <= HALT_THRESHOLD)
-                            .then(|| p.neg().add_scalar(1.0).unsqueeze_dim::<3>(2)),
-                        false => Some(p.neg().add_scalar(1.0).unsqueeze_dim::<3>(2)),
+                    let kept = (pv as f64) <= HALT_THRESHOLD;
+                    // Kept tokens are scaled as training saw them: 1 − p, or 1 for hard gates.
+                    let soft = p.neg().add_scalar(1.0).unsqueeze_dim::<3>(2);
+                    let scale = match self.config.routing.keep_scale() {
+                        crate::KeepScale::One => Tensor::<3>::ones([1, 1, 1], &device),
+                        crate::KeepScale::OneMinusP => soft.clone(),
+                    };
+                    match (sparse, &self.config.routing) {
+                        (true, _) => kept.then_some(scale),
+                        // Soft generation of a hard-gated TSA is its training forward: hard.
+                        (false, Routing::Tsa { gate, .. }) if *gate != crate::config::TsaGate::Soft => {
+                            Some(scale.mul_scalar(f32::from(u8::from(kept))))
+                        }
+                        (false, _) => Some(soft),
                     }
                 }
                 _ => one(),

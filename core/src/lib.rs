@@ -18,13 +18,15 @@ pub mod metrics;
 pub mod model;
 pub mod optim;
 pub mod read;
+pub mod recipe;
 pub mod routing;
 pub mod sparse;
 pub mod train;
 
-pub use config::{Routing, TsaConfig};
+pub use config::{InitScheme, Routing, TsaConfig, TsaGate};
 pub use error::{Result, TsaError};
 pub use model::{Execution, ModelOutput, TsaModel};
 pub use optim::TrainConfig;
+pub use recipe::Recipe;
 pub use routing::KeepScale;
 pub use train::{EvalStats, StepStats, Trainer, evaluate};

@@ -35,18 +35,20 @@ pub struct Objective {
     pub task: Tensor<1>,
 }
 
-/// Task loss plus: TSA's λ·α (§2.4); for early exit, the uniform mean over all exits' losses;
+/// Task loss plus: TSA's (λ + μ)·α (§2.4; μ ≥ 0 is the compute target's multiplier, 0 without
+/// a target); for early exit, the uniform mean over all exits' losses;
 /// for MoD, the router's auxiliary loss.
 pub fn objective(
     routing: Routing,
     out: &ModelOutput,
     targets: Tensor<2, Int>,
     mask: Option<Tensor<2>>,
+    mu: f64,
 ) -> Objective {
     let task = cross_entropy(out.logits.clone(), targets.clone(), mask.clone());
     let total = match routing {
         Routing::Dense => task.clone(),
-        Routing::Tsa { lambda } => match metrics::depth_loss(lambda, &out.active) {
+        Routing::Tsa { lambda, .. } => match metrics::depth_loss(lambda + mu, &out.active) {
             Some(depth) => task.clone() + depth,
             None => task.clone(),
         },

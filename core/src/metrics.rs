@@ -14,6 +14,40 @@ pub fn alpha(active: &[Tensor<2>]) -> Option<Tensor<1>> {
         .map(|sum| sum.div_scalar(n as f64))
 }
 
+/// Executed active fraction: the share of token-layers that run under the inference rule
+/// p_l ≤ 0.5, from the halting probabilities of every router. `None` without routers.
+pub fn executed_alpha(halting: &[Tensor<2>]) -> Option<Tensor<1>> {
+    let kept: Vec<Tensor<2>> = halting
+        .iter()
+        .map(|p| crate::routing::kept(p.clone()).float())
+        .collect();
+    alpha(&kept)
+}
+
+/// Bins of the halting-probability histogram: [0, 0.1), …, [0.9, 1].
+pub const HIST_BINS: usize = 10;
+
+/// Per router, the share of tokens whose p_l falls in each of [`HIST_BINS`] equal bins of
+/// [0, 1]: [routers, bins]. A router that decides is bimodal; one that hovers near its initial
+/// σ(−1) ≈ 0.27 fills one bin. Computed on the device (comparisons, no sort, no host read).
+pub fn halting_histogram(halting: &[Tensor<2>]) -> Option<Tensor<2>> {
+    let rows: Vec<Tensor<1>> = halting
+        .iter()
+        .map(|p| {
+            let bin = p
+                .clone()
+                .mul_scalar(HIST_BINS as f64)
+                .floor()
+                .clamp(0.0, (HIST_BINS - 1) as f64);
+            let counts: Vec<Tensor<1>> = (0..HIST_BINS)
+                .map(|k| bin.clone().equal_elem(k as f64).float().mean())
+                .collect();
+            Tensor::cat(counts, 0)
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Tensor::stack(rows, 0))
+}
+
 /// Depth regularisation (§2.4): L_depth = λ · α.
 pub fn depth_loss(lambda: f64, active: &[Tensor<2>]) -> Option<Tensor<1>> {
     alpha(active).map(|a| a.mul_scalar(lambda))

@@ -4,8 +4,8 @@
 //! (§2.1: h ← f₀(h), p_l = r_l(h), h ← f_{l+1}(h, p_l), l = 0…L−2).
 
 use burn::module::{Module, Param};
-use burn::nn::{Embedding, LayerNorm, LayerNormConfig};
-use burn::tensor::activation::softmax;
+use burn::nn::{Dropout, DropoutConfig, Embedding, LayerNorm, LayerNormConfig};
+use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::{Device, Int, Tensor};
 
 use crate::block::{Block, Gate};
@@ -18,9 +18,15 @@ use crate::sparse;
 /// How the routed blocks execute.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Execution {
-    /// The variant's training-time gate: soft 1 − p for TSA, top-k for MoD, all blocks for dense
-    /// and early exit. Validation loss is measured this way too.
-    Train,
+    /// The training forward pass: the variant's training gate (soft 1 − p, straight-through or
+    /// Gumbel for TSA, top-k for MoD), with noise and dropout; `progress` ∈ [0, 1] is how far
+    /// through the schedule training is (the Gumbel gate anneals its temperature with it).
+    Train { progress: f64 },
+    /// The training gate without noise: validation loss and soft α are measured this way.
+    Soft,
+    /// The inference rule (TSA and MoD: a token runs block l+1 when p_l ≤ 0.5) by masking: every
+    /// token still computes, no host read, any device. Outputs equal `Sparse`'s.
+    Hard(KeepScale),
     /// Hard routing at inference with real skipped work: TSA tokens with p > 0.5 skip the FFN by
     /// gather/scatter and their attention update is masked (§3.6); MoD keeps the tokens whose
     /// router weight 1 − p ≥ 0.5 (a causal rule, trained by the auxiliary loss); dense and early
@@ -31,8 +37,15 @@ pub enum Execution {
     SparseQueries(KeepScale),
     /// Early-exit inference: a token stops after the first block whose exit classifier's max
     /// softmax probability exceeds `threshold`; its state is frozen and its prediction is that
-    /// exit's. Other variants run as in `Train`.
+    /// exit's. Other variants run as in `Soft`.
     Exit { threshold: f64 },
+}
+
+impl Execution {
+    /// Whether this runs the variant's training gate (`Train` or `Soft`).
+    pub fn is_soft(self) -> bool {
+        matches!(self, Execution::Train { .. } | Execution::Soft)
+    }
 }
 
 /// What a forward pass produces besides the logits.
@@ -65,6 +78,8 @@ pub struct TsaModel {
     /// Early exit only: LayerNorm before each of the exits after blocks 0…L−2.
     pub exit_norms: Vec<LayerNorm>,
     pub ln_f: LayerNorm,
+    /// On the embedding sum, in training only.
+    pub dropout: Dropout,
     #[module(skip)]
     pub config: TsaConfig,
 }
@@ -76,7 +91,7 @@ impl TsaConfig {
         let (d, l) = (self.d_model, self.n_layers);
         let routers = if self.routing.has_routers() {
             (0..self.n_routers())
-                .map(|_| Router::init(d, self.router_width(), device))
+                .map(|_| Router::init(self, device))
                 .collect()
         } else {
             Vec::new()
@@ -94,11 +109,12 @@ impl TsaConfig {
             },
             pos_emb: init::normal([self.context, d], init::STD, device),
             blocks: (0..l)
-                .map(|_| Block::init(d, self.n_heads, self.d_ff, l, device))
+                .map(|_| Block::init(self, device))
                 .collect(),
             routers,
             exit_norms,
             ln_f: LayerNormConfig::new(d).init(device),
+            dropout: DropoutConfig::new(self.dropout).init(),
             config: self.clone(),
         })
     }
@@ -115,7 +131,8 @@ impl TsaModel {
         );
         let device = tokens.device();
         let pos = self.pos_emb.val().narrow(0, 0, t).unsqueeze::<3>();
-        let mut h = self.blocks[0].forward(self.tok_emb.forward(tokens) + pos, &Gate::Open);
+        let x = self.dropout.forward(self.tok_emb.forward(tokens) + pos);
+        let mut h = self.blocks[0].forward(x, &Gate::Open);
 
         let mut out = ModelOutput {
             logits: Tensor::zeros([1, 1, 1], &device),
@@ -139,7 +156,9 @@ impl TsaModel {
                 // TSA and MoD alike: a token runs the block when its router weight 1 − p ≥ 0.5.
                 (
                     Routing::Tsa { .. } | Routing::MixtureOfDepths { .. },
-                    Execution::Sparse(scale) | Execution::SparseQueries(scale),
+                    Execution::Hard(scale)
+                    | Execution::Sparse(scale)
+                    | Execution::SparseQueries(scale),
                 ) => {
                     let p = self.routers[l].forward(h.clone());
                     let keep = routing::kept(p.clone());
@@ -147,11 +166,19 @@ impl TsaModel {
                     let scale = scale.apply(keep_f.clone(), p.clone().neg() + 1.0);
                     out.halting.push(p);
                     out.active.push(keep_f);
-                    hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_)))
+                    match exec {
+                        Execution::Hard(_) => Gate::Soft(scale.unsqueeze_dim(2)),
+                        _ => hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_))),
+                    }
                 }
-                (Routing::Tsa { .. }, _) => {
-                    let p = self.routers[l].forward(h.clone());
-                    let g = p.clone().neg() + 1.0;
+                (Routing::Tsa { gate, .. }, _) => {
+                    let z = self.routers[l].logits(h.clone());
+                    let p = sigmoid(z.clone());
+                    let progress = match exec {
+                        Execution::Train { progress } => Some(progress),
+                        _ => None,
+                    };
+                    let g = routing::tsa_gate(gate, z, p.clone(), progress);
                     out.halting.push(p);
                     out.active.push(g.clone());
                     Gate::Soft(g.unsqueeze_dim(2))
@@ -183,14 +210,12 @@ impl TsaModel {
                     exits = Some((still.clone(), exited));
                     Gate::Soft(still.unsqueeze_dim(2))
                 }
-                (Routing::EarlyExit, Execution::Train) => {
+                (Routing::EarlyExit, e) if e.is_soft() => {
                     out.exit_logits
                         .push(self.head(self.exit_norms[l].forward(h.clone())));
                     Gate::Open
                 }
-                (Routing::EarlyExit, Execution::Sparse(_) | Execution::SparseQueries(_)) => {
-                    Gate::Open
-                }
+                (Routing::EarlyExit, _) => Gate::Open,
             };
             h = self.blocks[l + 1].forward(h, &gate);
         }
@@ -201,7 +226,7 @@ impl TsaModel {
                 Some((still, exited)) => exited + still.unsqueeze_dim(2) * logits,
                 None => logits,
             },
-            (Routing::EarlyExit, Execution::Train) => {
+            (Routing::EarlyExit, e) if e.is_soft() => {
                 out.exit_logits.push(logits.clone());
                 logits
             }

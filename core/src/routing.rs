@@ -3,13 +3,20 @@
 use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::activation::{relu, sigmoid};
-use burn::tensor::{Bool, Device, Tensor};
+use burn::tensor::{Bool, Device, Distribution, Tensor};
 
-use crate::init;
+use crate::config::{TsaConfig, TsaGate};
+use crate::init::{self, Bias};
 
 /// Bias of the router's last layer at initialisation (§2.2): σ(−1) ≈ 0.27, so training starts
 /// with most of every update let through instead of collapsing to "halt everything".
+/// (`TsaConfig::router_bias`, whose default this is, lets the initialisation test vary it.)
 pub const ROUTER_FINAL_BIAS: f64 = -1.0;
+
+/// Gumbel gate: the temperature falls geometrically from 1 to this over training...
+pub const GUMBEL_TAU_END: f64 = 0.05;
+/// ...and from this share of training on, its forward pass is the hard sample (straight-through).
+pub const GUMBEL_HARD_FROM: f64 = 0.8;
 
 /// Halting threshold of sparse inference (§3.6): tokens with p_l > 0.5 skip the next block.
 pub const HALT_THRESHOLD: f64 = 0.5;
@@ -22,17 +29,53 @@ pub struct Router {
 }
 
 impl Router {
-    pub fn init(d_model: usize, hidden: usize, device: &Device) -> Self {
+    pub fn init(c: &TsaConfig, device: &Device) -> Self {
+        let (d, hidden) = (c.d_model, c.router_width());
         Self {
-            fc: init::linear(d_model, hidden, init::STD, Some(0.0), device),
-            out: init::linear(hidden, 1, init::STD, Some(ROUTER_FINAL_BIAS), device),
+            fc: init::unnamed(d, hidden, c.init, Bias::Default, device),
+            out: init::unnamed(hidden, 1, c.init, Bias::Value(c.router_bias), device),
         }
+    }
+
+    /// The halting logit z, p = σ(z): `h` [B, T, d] → [B, T].
+    pub fn logits(&self, h: Tensor<3>) -> Tensor<2> {
+        self.out.forward(relu(self.fc.forward(h))).squeeze_dim::<2>(2)
     }
 
     /// `h`: [B, T, d] → p: [B, T].
     pub fn forward(&self, h: Tensor<3>) -> Tensor<2> {
-        sigmoid(self.out.forward(relu(self.fc.forward(h)))).squeeze_dim::<2>(2)
+        sigmoid(self.logits(h))
     }
+}
+
+/// TSA's gate g [B, T] (the share of block l+1's update each token gets) from the halting
+/// logit `z` and p = σ(z), in training (`progress` ∈ [0, 1] of the schedule) or in soft
+/// evaluation (`None`: no noise).
+pub fn tsa_gate(gate: TsaGate, z: Tensor<2>, p: Tensor<2>, progress: Option<f64>) -> Tensor<2> {
+    let soft = p.clone().neg() + 1.0;
+    match (gate, progress) {
+        (TsaGate::Soft, _) => soft,
+        // Evaluated without noise, both hard gates are the inference rule itself.
+        (TsaGate::StraightThrough, _) | (TsaGate::Gumbel, None) => {
+            straight_through(kept(p).float(), soft)
+        }
+        (TsaGate::Gumbel, Some(progress)) => {
+            let tau = GUMBEL_TAU_END.powf(progress.clamp(0.0, 1.0));
+            let u = Tensor::<2>::random(z.dims(), Distribution::Uniform(1e-6, 1.0 - 1e-6), &z.device());
+            let noise = u.clone().log() - (u.neg() + 1.0).log();
+            // 1 − p = σ(−z): the keep logit plus logistic noise, sharpened by τ.
+            let sample = sigmoid((z.neg() + noise).div_scalar(tau));
+            match progress >= GUMBEL_HARD_FROM {
+                true => straight_through(sample.clone().greater_equal_elem(0.5).float(), sample),
+                false => sample,
+            }
+        }
+    }
+}
+
+/// The value of `hard` (exactly: s − s is 0) with the gradient of `soft`.
+fn straight_through(hard: Tensor<2>, soft: Tensor<2>) -> Tensor<2> {
+    hard + (soft.clone() - soft.detach())
 }
 
 /// How kept tokens are scaled in sparse inference. The model was trained with `1 − p`, so the

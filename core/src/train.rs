@@ -23,21 +23,32 @@ pub struct StepStats {
     pub loss: f32,
     /// Cross-entropy of the final prediction, nats.
     pub task_loss: f32,
-    /// Active fraction α of this batch (1 without routers).
+    /// Active fraction α of this batch as trained (soft 1 − p, or the hard gate's 0/1; 1 without
+    /// routers).
     pub alpha: f32,
+    /// Executed α of this batch: the share of token-layers with p ≤ 0.5 (what inference runs).
+    pub executed_alpha: f32,
+    /// The compute target's multiplier μ after this step (0 without a target).
+    pub mu: f64,
     /// Global gradient norm before clipping.
     pub grad_norm: f32,
     pub lr: f64,
 }
 
 /// Evaluation over a fixed set of batches.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct EvalStats {
     /// Mean cross-entropy, nats.
     pub loss: f64,
     pub bpc: f64,
+    /// α as this execution gates (soft: mean of 1 − p; hard and sparse: the executed mask).
     pub alpha: f64,
     pub tlops_saved: f64,
+    /// α under the inference rule p ≤ 0.5, whatever the execution: what sparse inference runs.
+    pub executed_alpha: f64,
+    pub executed_tlops_saved: f64,
+    /// Per router, the share of tokens in each tenth of p ∈ [0, 1] (empty without routers).
+    pub p_histogram: Vec<Vec<f64>>,
     /// Token accuracy of the argmax prediction over the scored positions.
     pub accuracy: f64,
 }
@@ -48,8 +59,13 @@ pub struct Trainer {
     pub config: TrainConfig,
     /// Optimiser steps completed.
     pub step: usize,
+    /// Lagrange multiplier of the compute target (TSA with `target`): added to λ.
+    pub mu: f64,
     optim: ModuleOptimizer,
 }
+
+/// Step size of the compute target's multiplier: μ ← max(0, μ + η·(executed α − target)).
+pub const TARGET_STEP: f64 = 0.002;
 
 impl Trainer {
     /// A fresh model on `device` (autodiff is added if missing), seeded by `train.seed`.
@@ -71,6 +87,7 @@ impl Trainer {
             model,
             config: train,
             step,
+            mu: 0.0,
             optim,
         }
     }
@@ -79,22 +96,32 @@ impl Trainer {
     /// optimiser as they were and returns [`TsaError::NonFiniteLoss`].
     pub async fn step(&mut self, batch: &Batch) -> Result<StepStats> {
         let routing = self.model.config.routing;
-        let out = self.model.forward(batch.inputs.clone(), Execution::Train);
+        let progress = self.step as f64 / self.config.steps.max(1) as f64;
+        let out = self.model.forward(batch.inputs.clone(), Execution::Train { progress });
         let alpha = metrics::alpha(&out.active);
-        let obj = loss::objective(routing, &out, batch.targets.clone(), batch.mask.clone());
+        let executed = metrics::executed_alpha(&out.halting);
+        let obj = loss::objective(
+            routing,
+            &out,
+            batch.targets.clone(),
+            batch.mask.clone(),
+            self.mu,
+        );
         let grads = GradientsParams::from_grads(obj.total.backward(), &self.model);
         let (grads, norm) = optim::clip_global_norm(&self.model, grads, self.config.grad_clip);
 
         let device = norm.device();
-        let alpha = alpha
-            .map(|a| a.detach().inner())
-            .unwrap_or_else(|| Tensor::ones([1], &device));
+        let or_one = |a: Option<Tensor<1>>| {
+            a.map(|a| a.detach().inner())
+                .unwrap_or_else(|| Tensor::ones([1], &device))
+        };
         let stats = Tensor::cat(
             vec![
                 obj.total.detach().inner(),
                 obj.task.detach().inner(),
-                alpha,
+                or_one(alpha),
                 norm,
+                or_one(executed),
             ],
             0,
         );
@@ -109,12 +136,21 @@ impl Trainer {
         let lr = self.config.lr_at(self.step);
         self.model = self.optim.step(lr, self.model.clone(), grads);
         self.step += 1;
+        if let crate::Routing::Tsa {
+            target: Some(target),
+            ..
+        } = routing
+        {
+            self.mu = (self.mu + TARGET_STEP * (v[4] as f64 - target)).max(0.0);
+        }
         Ok(StepStats {
             step: self.step,
             loss: v[0],
             task_loss: v[1],
             alpha: v[2],
             grad_norm: v[3],
+            executed_alpha: v[4],
+            mu: self.mu,
             lr,
         })
     }
@@ -125,7 +161,8 @@ impl Trainer {
     }
 }
 
-/// Mean loss, α and accuracy over `batches`, reading back once at the end.
+/// Mean loss, α (as gated and as executed), accuracy and the halting histogram over `batches`,
+/// reading back once at the end.
 pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> Result<EvalStats> {
     if batches.is_empty() {
         return Err(TsaError::InvalidConfig(
@@ -136,7 +173,9 @@ pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> R
     for batch in batches {
         let out = model.forward(batch.inputs.clone(), exec);
         let device = out.logits.device();
-        let alpha = metrics::alpha(&out.active).unwrap_or_else(|| Tensor::ones([1], &device));
+        let one = || Tensor::ones([1], &device);
+        let alpha = metrics::alpha(&out.active).unwrap_or_else(one);
+        let executed = metrics::executed_alpha(&out.halting).unwrap_or_else(one);
         let [b, t] = batch.targets.dims();
         let hits = out
             .logits
@@ -151,23 +190,35 @@ pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> R
             .unwrap_or_else(|| Tensor::ones([b, t], &device));
         let accuracy = (hits * mask.clone()).sum().div(mask.sum().clamp_min(1.0));
         let ce = cross_entropy(out.logits, batch.targets.clone(), batch.mask.clone());
-        rows.push(Tensor::cat(vec![ce, alpha, accuracy], 0));
+        let mut row = vec![ce, alpha, executed, accuracy];
+        if let Some(hist) = metrics::halting_histogram(&out.halting) {
+            row.push(hist.reshape([out.halting.len() * metrics::HIST_BINS]));
+        }
+        rows.push(Tensor::cat(row, 0));
     }
+    let width = rows[0].dims()[0];
     let v = read::floats(Tensor::stack::<2>(rows, 0)).await?;
     let n = batches.len() as f64;
-    let mean = |k: usize| v.iter().skip(k).step_by(3).map(|&x| x as f64).sum::<f64>() / n;
-    let (loss, alpha, accuracy) = (mean(0), mean(1), mean(2));
+    let mean = |k: usize| v.iter().skip(k).step_by(width).map(|&x| x as f64).sum::<f64>() / n;
+    let (loss, alpha, executed_alpha, accuracy) = (mean(0), mean(1), mean(2), mean(3));
     if !loss.is_finite() {
         return Err(TsaError::NonFiniteLoss {
             step: 0,
             value: loss as f32,
         });
     }
+    let p_histogram = (0..(width - 4) / metrics::HIST_BINS)
+        .map(|r| (0..metrics::HIST_BINS).map(|k| mean(4 + r * metrics::HIST_BINS + k)).collect())
+        .collect();
+    let layers = model.config.n_layers;
     Ok(EvalStats {
         loss,
         bpc: metrics::bpc(loss),
         alpha,
-        tlops_saved: metrics::tlops_saved(alpha, model.config.n_layers),
+        tlops_saved: metrics::tlops_saved(alpha, layers),
+        executed_alpha,
+        executed_tlops_saved: metrics::tlops_saved(executed_alpha, layers),
+        p_histogram,
         accuracy,
     })
 }

@@ -100,7 +100,7 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
     let (mut all_active, mut all_loss) = (Vec::new(), Vec::new());
     for (x, y) in corpus.eval_windows(Split::Val, args.windows, 1, ctx, 99) {
         let batch = Batch::new(x.clone(), y.clone(), None, ctx, &chosen.device);
-        let out = model.forward(batch.inputs.clone(), Execution::Train);
+        let out = model.forward(batch.inputs.clone(), Execution::Soft);
         let nll = log_softmax(out.logits, 2)
             .gather(2, batch.targets.reshape([1, ctx, 1]))
             .neg();

@@ -4,6 +4,7 @@
 mod analyze;
 mod args;
 mod device;
+mod eval;
 mod report;
 mod reproduce;
 mod sample;
@@ -34,6 +35,8 @@ enum Command {
     Train(train::TrainArgs),
     /// Re-run one of the paper's tables.
     Reproduce(reproduce::ReproduceArgs),
+    /// Validation loss of a checkpoint soft and executed, with soft and executed α.
+    Eval(eval::EvalArgs),
     /// Routing by token class and its correlation with loss, from a checkpoint.
     Analyze(analyze::AnalyzeArgs),
     /// Generate text with a KV cache, soft vs sparse, routing in colour.
@@ -47,6 +50,7 @@ fn main() {
         Some(Command::Throughput(a)) => throughput::run(a).map(|_| ()),
         Some(Command::Train(a)) => train::main(a),
         Some(Command::Reproduce(a)) => reproduce::main(a),
+        Some(Command::Eval(a)) => eval::main(a),
         Some(Command::Analyze(a)) => analyze::main(a),
         Some(Command::Sample(a)) => sample::main(a),
     };

@@ -172,7 +172,7 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
     let dense = shape.clone().with_routing(Routing::Dense).init(&device)?;
     let tsa = shape
         .clone()
-        .with_routing(Routing::Tsa { lambda: 0.001 })
+        .with_routing(Routing::tsa(0.001))
         .init(&device)?;
 
     let mut rows = Vec::new();
@@ -186,14 +186,14 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
             Condition {
                 name: "baseline (dense)".into(),
                 model: dense.clone(),
-                exec: Execution::Train,
+                exec: Execution::Soft,
                 times: vec![],
                 alpha: None,
             },
             Condition {
                 name: "soft-TSA".into(),
                 model: tsa.clone(),
-                exec: Execution::Train,
+                exec: Execution::Soft,
                 times: vec![],
                 alpha: None,
             },
@@ -219,14 +219,14 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
             conds.push(Condition {
                 name: "sparse-TSA (trained)".into(),
                 model: m.clone(),
-                exec: Execution::Sparse(KeepScale::OneMinusP),
+                exec: Execution::Sparse(m.config.routing.keep_scale()),
                 times: vec![],
                 alpha: None,
             });
             conds.push(Condition {
                 name: "sparse-TSA+queries (trained)".into(),
                 model: m.clone(),
-                exec: Execution::SparseQueries(KeepScale::OneMinusP),
+                exec: Execution::SparseQueries(m.config.routing.keep_scale()),
                 times: vec![],
                 alpha: None,
             });

@@ -16,7 +16,8 @@ use tsa_core::data::tasks::{Task, TaskSet};
 use tsa_core::data::{Batch, Corpus, Split};
 use tsa_core::read::block_on;
 use tsa_core::{
-    EvalStats, Execution, Routing, TrainConfig, Trainer, TsaConfig, TsaModel, evaluate,
+    EvalStats, Execution, InitScheme, Recipe, Routing, TrainConfig, Trainer, TsaConfig, TsaGate,
+    TsaModel, evaluate,
 };
 
 use crate::args::ShapeArgs;
@@ -36,13 +37,33 @@ pub enum TaskArg {
     Sort,
 }
 
+/// Named model + schedule (tsa_core::Recipe); every flag below overrides its part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecipeArg {
+    /// The paper's LM recipe (§3.2 + the authors' code: lr 3e-4, no warm-up, dropout 0.1).
+    Paper,
+    /// Quick scale: d=128, context 64, batch 16, lr 2e-3, 600 steps.
+    Quick,
+    /// The web app's tiny model.
+    Tiny,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct TrainArgs {
     #[arg(long, value_enum, default_value = "tsa")]
     pub routing: Variant,
+    /// Model and schedule to start from (the synthetic tasks always use the paper's §3.1 one).
+    #[arg(long, value_enum, default_value = "paper")]
+    pub recipe: RecipeArg,
     /// TSA depth-loss weight λ.
     #[arg(long, default_value_t = 0.001)]
     pub lambda: f64,
+    /// TSA gate in training: the paper's soft gate, or one whose forward pass executes.
+    #[arg(long, value_enum, default_value = "soft")]
+    pub gate: TsaGate,
+    /// TSA: hold the executed α at most at this value (a Lagrange multiplier on the depth loss).
+    #[arg(long)]
+    pub target: Option<f64>,
     /// MoD capacity (share of each sequence a routed block processes).
     #[arg(long, default_value_t = 0.75)]
     pub capacity: f64,
@@ -54,24 +75,32 @@ pub struct TrainArgs {
     pub corpus: Option<PathBuf>,
     #[command(flatten)]
     pub shape: ShapeArgs,
-    #[arg(long, default_value_t = 128)]
-    pub context: usize,
-    #[arg(long, default_value_t = 5000)]
-    pub steps: usize,
-    #[arg(long, default_value_t = 64)]
-    pub batch: usize,
-    #[arg(long, default_value_t = 1e-3)]
-    pub lr: f64,
-    #[arg(long, default_value_t = 100)]
-    pub warmup: usize,
+    #[arg(long)]
+    pub context: Option<usize>,
+    #[arg(long)]
+    pub steps: Option<usize>,
+    #[arg(long)]
+    pub batch: Option<usize>,
+    #[arg(long)]
+    pub lr: Option<f64>,
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    #[arg(long)]
+    pub dropout: Option<f64>,
+    /// Initialisation of the linear layers the paper's Appendix A does not name.
+    #[arg(long, value_enum)]
+    pub init: Option<InitScheme>,
+    /// Router final-bias initialisation (the paper: −1).
+    #[arg(long, allow_hyphen_values = true)]
+    pub router_bias: Option<f64>,
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
-    /// Evaluate every this many steps.
-    #[arg(long, default_value_t = 250)]
-    pub eval_every: usize,
-    /// Validation batches per evaluation.
-    #[arg(long, default_value_t = 8)]
-    pub eval_batches: usize,
+    /// Evaluate every this many steps (default: the recipe's).
+    #[arg(long)]
+    pub eval_every: Option<usize>,
+    /// Validation batches per evaluation (default: the recipe's).
+    #[arg(long)]
+    pub eval_batches: Option<usize>,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceChoice,
     /// Checkpoint out (loadable by the web app and by `--checkpoint` elsewhere).
@@ -88,11 +117,56 @@ impl TrainArgs {
             Variant::Dense => Routing::Dense,
             Variant::Tsa => Routing::Tsa {
                 lambda: self.lambda,
+                gate: self.gate,
+                target: self.target,
             },
             Variant::EarlyExit => Routing::EarlyExit,
             Variant::Mod => Routing::MixtureOfDepths {
                 capacity: self.capacity,
             },
+        }
+    }
+
+    /// The recipe with every given flag applied.
+    pub fn recipe(&self, vocab_size: usize) -> Recipe {
+        let base = match (self.task, self.recipe) {
+            (Some(_), _) => Recipe::synthetic(self.routing()),
+            (None, RecipeArg::Paper) => Recipe::paper_lm(vocab_size, self.routing()),
+            (None, RecipeArg::Quick) => Recipe::quick_lm(vocab_size, self.routing()),
+            (None, RecipeArg::Tiny) => Recipe::tiny(vocab_size, self.routing()),
+        };
+        let mut model = self.shape.apply(base.model);
+        let mut train = base.train.with_seed(self.seed);
+        if let Some(v) = self.context {
+            model.context = v;
+        }
+        if let Some(v) = self.dropout {
+            model.dropout = v;
+        }
+        if let Some(v) = self.init {
+            model.init = v;
+        }
+        if let Some(v) = self.router_bias {
+            model.router_bias = v;
+        }
+        if let Some(v) = self.steps {
+            train.steps = v;
+        }
+        if let Some(v) = self.batch {
+            train.batch_size = v;
+        }
+        if let Some(v) = self.lr {
+            train.lr = v;
+        }
+        if let Some(v) = self.warmup {
+            train.warmup_steps = v;
+        }
+        Recipe {
+            model,
+            train,
+            eval_every: self.eval_every.unwrap_or(base.eval_every).max(1),
+            eval_batches: self.eval_batches.unwrap_or(base.eval_batches).max(1),
+            ..base
         }
     }
 }
@@ -161,14 +235,25 @@ pub struct EvalPoint {
     pub bpc: f64,
     pub alpha: f64,
     pub tlops_saved: f64,
+    /// α and TLOps saved under the inference rule (p ≤ 0.5 runs).
+    pub executed_alpha: f64,
+    pub executed_tlops_saved: f64,
+    /// Validation loss when that rule is executed (hard routing; equal to sparse inference).
+    pub hard_val_loss: Option<f64>,
     pub accuracy: f64,
     pub tokens_per_s: f64,
+    /// The compute target's multiplier μ (0 without a target).
+    pub mu: f64,
+    /// Per router, the share of tokens in each tenth of p.
+    pub p_histogram: Vec<Vec<f64>>,
 }
 
 pub struct RunResult {
     pub model: TsaModel,
     pub curve: Vec<EvalPoint>,
+    /// The final soft evaluation, and the same with the inference rule executed (routers only).
     pub last: EvalStats,
+    pub hard: Option<EvalStats>,
     pub params: usize,
     pub seconds: f64,
 }
@@ -203,16 +288,40 @@ pub fn run(
         let tps = (st.step * batch.inputs.dims().iter().product::<usize>()) as f64
             / start.elapsed().as_secs_f64();
         pb.set_message(format!(
-            "loss {:.3} α {:.3} {:.0} tok/s",
-            st.task_loss, st.alpha, tps
+            "loss {:.3} α {:.3} executed {:.3} {:.0} tok/s",
+            st.task_loss, st.alpha, st.executed_alpha, tps
         ));
         pb.inc(1);
         if st.step % eval_every == 0 || s + 1 == train.steps {
-            let ev = block_on(evaluate(
-                &trainer.inference_model(),
-                &eval,
-                Execution::Train,
-            ))?;
+            let inference = trainer.inference_model();
+            let ev = block_on(evaluate(&inference, &eval, Execution::Soft))?;
+            let hard = match model.routing.has_routers() {
+                true => Some(block_on(evaluate(
+                    &inference,
+                    &eval,
+                    Execution::Hard(model.routing.keep_scale()),
+                ))?),
+                false => None,
+            };
+            let hard_val_loss = hard.as_ref().map(|h| h.loss);
+            let line = format!(
+                "{label} step {:>5}: val {:.4} (bpc {:.3}) α soft {:.3} executed {:.3} (TLOps saved {:.1}%){} acc {:.4}{}",
+                st.step,
+                ev.loss,
+                ev.bpc,
+                ev.alpha,
+                ev.executed_alpha,
+                100.0 * ev.executed_tlops_saved,
+                hard_val_loss.map_or(String::new(), |l| format!(" executed val {l:.4}")),
+                ev.accuracy,
+                if st.mu > 0.0 { format!(" μ {:.4}", st.mu) } else { String::new() },
+            );
+            // A hidden bar (output to a file or a pipe) drops `println`: print the line itself.
+            if pb.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                pb.println(line);
+            }
             curve.push(EvalPoint {
                 step: st.step,
                 train_loss: st.task_loss,
@@ -220,28 +329,26 @@ pub fn run(
                 bpc: ev.bpc,
                 alpha: ev.alpha,
                 tlops_saved: ev.tlops_saved,
+                executed_alpha: ev.executed_alpha,
+                executed_tlops_saved: ev.executed_tlops_saved,
+                hard_val_loss,
                 accuracy: ev.accuracy,
                 tokens_per_s: tps,
+                mu: st.mu,
+                p_histogram: ev.p_histogram.clone(),
             });
-            pb.println(format!(
-                "{label} step {:>5}: val {:.4} (bpc {:.3}) α {:.3} TLOps saved {:.1}% acc {:.4}",
-                st.step,
-                ev.loss,
-                ev.bpc,
-                ev.alpha,
-                100.0 * ev.tlops_saved,
-                ev.accuracy
-            ));
-            last = Some(ev);
+            last = Some((ev, hard));
         }
     }
     pb.finish_and_clear();
     let model_out = trainer.inference_model();
     let params = burn::module::Module::num_params(&model_out);
+    let (last, hard) = last.context("no evaluation ran")?;
     Ok(RunResult {
         model: model_out,
         curve,
-        last: last.context("no evaluation ran")?,
+        last,
+        hard,
         params,
         seconds: start.elapsed().as_secs_f64(),
     })
@@ -250,43 +357,43 @@ pub fn run(
 pub fn main(args: &TrainArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
     eprintln!("device: {}", chosen.name);
-    let (data, context, vocab) = match args.task {
+    let (data, vocab) = match args.task {
         Some(t) => {
             let task = if t == TaskArg::Copy {
                 Task::Copy
             } else {
                 Task::Sort
             };
-            (
-                Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)),
-                64,
-                None,
-            )
+            (Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)), None)
         }
         None => {
-            let c = load_corpus(args.corpus.as_ref(), args.context)?;
+            let ctx = args.recipe(1).model.context;
+            let c = load_corpus(args.corpus.as_ref(), ctx)?;
             let tok = c.tokenizer.clone();
-            (Data::Lm(c), args.context, Some(tok))
+            (Data::Lm(c), Some(tok))
         }
     };
-    let model = args
-        .shape
-        .apply(TsaConfig::new(data.vocab_size()))
-        .with_context(context)
-        .with_routing(args.routing());
-    let train = TrainConfig::new()
-        .with_lr(args.lr)
-        .with_warmup_steps(args.warmup)
-        .with_steps(args.steps)
-        .with_batch_size(args.batch)
-        .with_seed(args.seed);
+    let recipe = args.recipe(data.vocab_size());
+    let (model, train) = (recipe.model.clone(), recipe.train.clone());
+    eprintln!(
+        "recipe {}: {}; lr {} (warm-up {}), batch {}, context {}, dropout {}, init {:?}, {} steps",
+        recipe.name,
+        model.routing.label(),
+        train.lr,
+        train.warmup_steps,
+        train.batch_size,
+        model.context,
+        model.dropout,
+        model.init,
+        train.steps
+    );
     let r = run(
         &model.routing.label(),
         &data,
         &model,
         &train,
-        args.eval_every.max(1),
-        args.eval_batches.max(1),
+        recipe.eval_every,
+        recipe.eval_batches,
         &chosen.device,
     )?;
 
@@ -306,15 +413,18 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     }
     std::fs::write(&args.log, crate::report::json_lines(&r.curve)?)?;
     println!(
-        "{}: {} params, {:.0} s; val loss {:.4} (bpc {:.3}), α {:.3}, TLOps saved {:.1}%, accuracy {:.4}\ncheckpoint {}  log {}",
+        "{}: {} params, {:.0} s; val loss {:.4} (bpc {:.3}), soft α {:.3}, accuracy {:.4}{}\ncheckpoint {}  log {}",
         model.routing.label(),
         r.params,
         r.seconds,
         r.last.loss,
         r.last.bpc,
         r.last.alpha,
-        100.0 * r.last.tlops_saved,
         r.last.accuracy,
+        r.hard.as_ref().map_or(String::new(), |h| format!(
+            "\nexecuted (p ≤ 0.5 runs): val loss {:.4} (bpc {:.3}), α {:.3}, TLOps saved {:.1}%",
+            h.loss, h.bpc, h.alpha, 100.0 * h.tlops_saved
+        )),
         args.out.display(),
         args.log.display()
     );

@@ -13,7 +13,7 @@ fn micro() -> TsaConfig {
         .with_n_heads(2)
         .with_d_ff(64)
         .with_context(8)
-        .with_routing(Routing::Tsa { lambda: 0.01 })
+        .with_routing(Routing::tsa(0.01))
 }
 
 fn two_steps(device: &Device) -> (f32, f32) {

@@ -127,7 +127,7 @@ impl Session {
         let model = self.trainer.inference_model();
         let device = model.tok_emb.weight.val().device();
         let batches: Vec<Batch> = self.eval.iter().map(|r| self.batch(r, &device)).collect();
-        tsa_core::evaluate(&model, &batches, Execution::Train)
+        tsa_core::evaluate(&model, &batches, Execution::Soft)
             .await
             .map_err(|e| e.to_string())
     }
@@ -146,7 +146,7 @@ impl Session {
         let model = self.trainer.inference_model();
         let device = model.tok_emb.weight.val().device();
         let data = TensorData::new(ids.iter().map(|&t| t as i32).collect(), [1, ids.len()]);
-        let out = model.forward(Tensor::<2, Int>::from_data(data, &device), Execution::Train);
+        let out = model.forward(Tensor::<2, Int>::from_data(data, &device), Execution::Soft);
         let routers = out.halting.len();
         let p = match routers {
             0 => Vec::new(),

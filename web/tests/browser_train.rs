@@ -30,7 +30,7 @@ async fn train(name: &str, device: &Device) -> (f32, f32, f32) {
         .with_n_heads(2)
         .with_d_ff(64)
         .with_context(context)
-        .with_routing(Routing::Tsa { lambda: 0.01 });
+        .with_routing(Routing::tsa(0.01));
     let train = TrainConfig::new()
         .with_lr(1e-2)
         .with_warmup_steps(1)

@@ -8,7 +8,7 @@ pub fn cpu() -> Device {
 pub fn all_routings() -> Vec<Routing> {
     vec![
         Routing::Dense,
-        Routing::Tsa { lambda: 0.01 },
+        Routing::tsa(0.01),
         Routing::EarlyExit,
         Routing::MixtureOfDepths { capacity: 0.5 },
     ]
@@ -46,4 +46,13 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+/// A config with these block shapes (for building single blocks and attentions).
+pub fn shape(d: usize, heads: usize, d_ff: usize, layers: usize) -> TsaConfig {
+    TsaConfig::new(10)
+        .with_d_model(d)
+        .with_n_heads(heads)
+        .with_d_ff(d_ff)
+        .with_n_layers(layers)
 }

@@ -27,7 +27,7 @@ fn greedy_full(model: &TsaModel, prompt: &[u32], n: usize, exec: Execution) -> V
 #[test]
 fn cached_generation_matches_the_full_forward_pass() {
     let device = cpu();
-    for routing in [Routing::Dense, Routing::Tsa { lambda: 0.0 }] {
+    for routing in [Routing::Dense, Routing::tsa(0.0)] {
         let mut m = model(&micro(10, routing), 4, &device);
         for r in m.routers.iter_mut() {
             // Spread the routers so that some tokens halt in sparse mode.
@@ -41,7 +41,7 @@ fn cached_generation_matches_the_full_forward_pass() {
         let soft = block_on(m.generate(&prompt, 8, 0.0, false, &mut rng)).unwrap();
         assert_eq!(
             soft.tokens,
-            greedy_full(&m, &prompt, 8, Execution::Train),
+            greedy_full(&m, &prompt, 8, Execution::Soft),
             "{routing:?} soft"
         );
         let sparse = block_on(m.generate(&prompt, 8, 0.0, true, &mut rng)).unwrap();
@@ -60,7 +60,7 @@ fn cached_generation_matches_the_full_forward_pass() {
 #[test]
 fn generation_runs_past_the_context_and_refuses_bad_prompts() {
     let device = cpu();
-    let m = model(&micro(10, Routing::Tsa { lambda: 0.0 }), 4, &device);
+    let m = model(&micro(10, Routing::tsa(0.0)), 4, &device);
     let mut rng = StdRng::seed_from_u64(1);
     let g = block_on(m.generate(&[3; 20], 30, 1.0, false, &mut rng)).unwrap();
     assert_eq!(

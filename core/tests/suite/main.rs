@@ -4,6 +4,7 @@ mod common;
 
 mod checkpoint;
 mod data;
+mod gates;
 mod generate;
 mod metrics;
 mod model;

@@ -12,7 +12,7 @@ fn parameter_counts_match_the_paper() {
     let dense = TsaConfig::paper_lm(65, Routing::Dense)
         .init(&device)
         .unwrap();
-    let tsa = TsaConfig::paper_lm(65, Routing::Tsa { lambda: 0.001 })
+    let tsa = TsaConfig::paper_lm(65, Routing::tsa(0.001))
         .init(&device)
         .unwrap();
     assert_eq!(dense.num_params(), 4_782_336);
@@ -28,7 +28,7 @@ fn synthetic_model_sizes_match_the_paper() {
     let dense = TsaConfig::paper_synthetic(Routing::Dense)
         .init(&device)
         .unwrap();
-    let tsa = TsaConfig::paper_synthetic(Routing::Tsa { lambda: 0.001 })
+    let tsa = TsaConfig::paper_synthetic(Routing::tsa(0.001))
         .init(&device)
         .unwrap();
     assert_eq!((dense.num_params() as f64 / 1e4).round() / 100.0, 1.20);
@@ -43,12 +43,12 @@ fn impossible_configs_are_refused_with_a_reason() {
         .init(&device)
         .unwrap_err();
     assert!(err.to_string().contains("divisible"), "{err}");
-    let err = micro(10, Routing::Tsa { lambda: 0.0 })
+    let err = micro(10, Routing::tsa(0.0))
         .with_n_layers(1)
         .init(&device)
         .unwrap_err();
     assert!(err.to_string().contains("at least 2 blocks"), "{err}");
-    let err = micro(10, Routing::Tsa { lambda: f64::NAN })
+    let err = micro(10, Routing::tsa(f64::NAN))
         .init(&device)
         .unwrap_err();
     assert!(err.to_string().contains("λ"), "{err}");
@@ -62,10 +62,10 @@ fn impossible_configs_are_refused_with_a_reason() {
 #[test]
 fn routers_start_near_sigmoid_of_minus_one() {
     let device = cpu();
-    let cfg = TsaConfig::tiny(65, Routing::Tsa { lambda: 0.0 });
+    let cfg = TsaConfig::tiny(65, Routing::tsa(0.0));
     let model = model(&cfg, 7, &device);
     let toks = tokens(&[(0..64).map(|i| (i * 7) % 65).collect()], &device);
-    let out = model.forward(toks, Execution::Train);
+    let out = model.forward(toks, Execution::Soft);
     assert_eq!(out.halting.len(), cfg.n_layers - 1);
     let expected = 1.0 / (1.0 + std::f32::consts::E); // σ(−1) ≈ 0.2689
     for p in out.halting {
@@ -87,13 +87,13 @@ fn changing_a_later_token_leaves_earlier_positions_unchanged() {
     *b.last_mut().unwrap() = 7;
     let t = a.len();
     let cases = [
-        (Routing::Dense, Execution::Train),
-        (Routing::Tsa { lambda: 0.0 }, Execution::Train),
+        (Routing::Dense, Execution::Soft),
+        (Routing::tsa(0.0), Execution::Soft),
         (
-            Routing::Tsa { lambda: 0.0 },
+            Routing::tsa(0.0),
             Execution::Sparse(KeepScale::OneMinusP),
         ),
-        (Routing::EarlyExit, Execution::Train),
+        (Routing::EarlyExit, Execution::Soft),
         (Routing::EarlyExit, Execution::Exit { threshold: 0.05 }),
         (
             Routing::MixtureOfDepths { capacity: 0.5 },
@@ -136,7 +136,7 @@ fn mixture_of_depths_top_k_keeps_capacity_per_sequence() {
         ],
         &device,
     );
-    let out = model.forward(toks, Execution::Train);
+    let out = model.forward(toks, Execution::Soft);
     for a in &out.active {
         let rows = floats(a.clone().sum_dim(1));
         assert_eq!(
@@ -151,12 +151,12 @@ fn mixture_of_depths_top_k_keeps_capacity_per_sequence() {
 #[test]
 fn router_gets_gradient_from_the_task_loss_alone_at_lambda_zero() {
     let device = cpu().autodiff();
-    let cfg = micro(10, Routing::Tsa { lambda: 0.0 });
+    let cfg = micro(10, Routing::tsa(0.0));
     let model = model(&cfg, 11, &device);
     let x = tokens(&[vec![1, 2, 3, 4, 5, 6, 7, 8]], &device);
     let y = tokens(&[vec![2, 3, 4, 5, 6, 7, 8, 9]], &device);
-    let out = model.forward(x, Execution::Train);
-    let obj = objective(cfg.routing, &out, y, None);
+    let out = model.forward(x, Execution::Soft);
+    let obj = objective(cfg.routing, &out, y, None, 0.0);
     let grads = obj.total.backward();
     for (l, r) in model.routers.iter().enumerate() {
         for w in [r.fc.weight.val(), r.out.weight.val()] {
@@ -172,7 +172,7 @@ fn early_exit_threshold_above_one_runs_every_block() {
     let device = cpu();
     let model = model(&micro(10, Routing::EarlyExit), 2, &device);
     let x = tokens(&[vec![1, 2, 3, 4, 5, 6]], &device);
-    let dense = model.forward(x.clone(), Execution::Train);
+    let dense = model.forward(x.clone(), Execution::Soft);
     let never = model.forward(x.clone(), Execution::Exit { threshold: 1.1 });
     assert!(max_abs_diff(&floats(dense.logits), &floats(never.logits.clone())) < 1e-5);
     let alpha = floats(tsa_core::metrics::alpha(&never.active).unwrap())[0];
@@ -190,7 +190,7 @@ fn skipping_query_rows_changes_nothing_but_the_work() {
     // Extended sparse mode (halted tokens also skip Q, their score rows and the output projection)
     // must give the same logits as sparse mode, on a model whose routers halt some tokens.
     let device = cpu();
-    let cfg = micro(10, Routing::Tsa { lambda: 0.0 });
+    let cfg = micro(10, Routing::tsa(0.0)).with_init(tsa_core::InitScheme::Normal);
     let mut m = model(&cfg, 9, &device);
     for r in m.routers.iter_mut() {
         // Spread the router logits around 0 so roughly half the tokens halt.
@@ -232,7 +232,7 @@ fn attention_is_softmax_of_causally_masked_scaled_scores() {
     ] {
         device.seed(3);
         let (b, d, h) = (2, 16, 4);
-        let att = CausalSelfAttention::init(d, h, 2, &device);
+        let att = CausalSelfAttention::init(&shape(d, h, 4 * d, 2), &device);
         let x = Tensor::<3>::random(
             [b, t, d],
             burn::tensor::Distribution::Normal(0.0, 1.0),

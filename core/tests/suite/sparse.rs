@@ -17,7 +17,7 @@ fn hard_vs_masked(
 ) -> f32 {
     let device = cpu();
     device.seed(seed);
-    let block = Block::init(d, 2, 2 * d, 3, &device);
+    let block = Block::init(&shape(d, 2, 2 * d, 3), &device);
     let h = Tensor::<3>::random(
         [b, t, d],
         burn::tensor::Distribution::Normal(0.0, 1.0),
@@ -75,7 +75,7 @@ fn extended_mode_over_uneven_position_ranges_equals_the_masked_dense_block() {
 fn sparse_block_with_nothing_halted_equals_the_dense_block() {
     let device = cpu();
     device.seed(1);
-    let block = Block::init(16, 2, 32, 3, &device);
+    let block = Block::init(&shape(16, 2, 32, 3), &device);
     let h = Tensor::<3>::random(
         [2, 5, 16],
         burn::tensor::Distribution::Normal(0.0, 1.0),
@@ -97,7 +97,7 @@ fn sparse_block_with_nothing_halted_equals_the_dense_block() {
 #[test]
 fn everything_halted_leaves_the_state_unchanged() {
     let device = cpu();
-    let block = Block::init(16, 2, 32, 3, &device);
+    let block = Block::init(&shape(16, 2, 32, 3), &device);
     let h = Tensor::<3>::random(
         [1, 4, 16],
         burn::tensor::Distribution::Normal(0.0, 1.0),

@@ -62,11 +62,11 @@ fn a_tiny_model_overfits_a_tiny_batch_with_every_variant() {
 fn evaluation_reports_loss_bpc_alpha_and_accuracy() {
     let device = cpu();
     let set = TaskSet::generate(Task::Copy, 8, 8, 2);
-    let cfg = micro(32, Routing::Tsa { lambda: 0.0 }).with_context(tsa_core::data::tasks::SEQ_LEN);
+    let cfg = micro(32, Routing::tsa(0.0)).with_context(tsa_core::data::tasks::SEQ_LEN);
     let model = model(&cfg, 1, &device);
     let (x, y, m) = TaskSet::rows(&set.test);
     let batches = vec![Batch::new(x, y, Some(m), cfg.context, &device)];
-    let s = block_on(evaluate(&model, &batches, Execution::Train)).unwrap();
+    let s = block_on(evaluate(&model, &batches, Execution::Soft)).unwrap();
     assert!(
         (s.loss - (32f64).ln()).abs() < 0.5,
         "untrained loss ≈ ln 32, got {}",
@@ -79,13 +79,13 @@ fn evaluation_reports_loss_bpc_alpha_and_accuracy() {
         s.alpha
     );
     assert!((0.0..=1.0).contains(&s.accuracy));
-    assert!(block_on(evaluate(&model, &[], Execution::Train)).is_err());
+    assert!(block_on(evaluate(&model, &[], Execution::Soft)).is_err());
 }
 
 #[test]
 fn decay_groups_follow_the_paper() {
     let device = cpu();
-    let model = model(&micro(10, Routing::Tsa { lambda: 0.0 }), 1, &device);
+    let model = model(&micro(10, Routing::tsa(0.0)), 1, &device);
     let g = decay_groups(&model);
     let has = |v: &[String], s: &str| v.iter().any(|p| p == s);
     for p in [
@@ -134,7 +134,7 @@ fn weight_decay_reaches_only_the_decay_group() {
     // With a zero loss gradient, AdamW's update is pure decay: W ← W(1 − lr·wd) on the decay
     // group, untouched elsewhere.
     let device = cpu().autodiff();
-    let cfg = micro(10, Routing::Tsa { lambda: 0.0 });
+    let cfg = micro(10, Routing::tsa(0.0));
     let train = TrainConfig::new()
         .with_lr(0.1)
         .with_warmup_steps(0)
@@ -174,7 +174,7 @@ fn weight_decay_reaches_only_the_decay_group() {
 #[test]
 fn a_non_finite_loss_stops_training_and_keeps_the_last_good_model() {
     let device = cpu();
-    let cfg = micro(10, Routing::Tsa { lambda: 0.01 });
+    let cfg = micro(10, Routing::tsa(0.01));
     let mut trainer = Trainer::new(&cfg, quick(10), &device).unwrap();
     let dev = trainer.model.tok_emb.weight.val().device();
     let x = tokens(&[vec![1, 2, 3, 4]], &dev);
@@ -239,7 +239,7 @@ fn lm_batches_from_a_corpus_train() {
     let corpus = tsa_core::data::Corpus::from_text(&text, 16).unwrap();
     let cfg = micro(
         corpus.tokenizer.vocab_size(),
-        Routing::Tsa { lambda: 0.001 },
+        Routing::tsa(0.001),
     );
     let mut trainer = Trainer::new(&cfg, quick(40), &device).unwrap();
     let mut rng = StdRng::seed_from_u64(0);
