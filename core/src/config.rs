@@ -20,8 +20,9 @@ pub enum Routing {
         /// How the gate is trained (the paper's soft gate unless set).
         #[serde(default)]
         gate: TsaGate,
-        /// A requested *executed* α (share of token-layers that run): a Lagrange multiplier on
-        /// the depth loss rises while the batch's executed α is above it (the trainer holds it).
+        /// A requested *executed* α (share of token-layers that run), held by a Lagrange
+        /// multiplier μ on the depth loss: μ rises while the batch's executed α is above the
+        /// target and falls (below zero if need be) while it is under (the trainer holds μ).
         #[serde(default)]
         target: Option<f64>,
     },

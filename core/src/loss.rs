@@ -35,8 +35,8 @@ pub struct Objective {
     pub task: Tensor<1>,
 }
 
-/// Task loss plus: TSA's (λ + μ)·α (§2.4; μ ≥ 0 is the compute target's multiplier, 0 without
-/// a target); for early exit, the uniform mean over all exits' losses;
+/// Task loss plus: TSA's (λ + μ)·α (§2.4; μ is the compute target's multiplier, 0 without a
+/// target); for early exit, the uniform mean over all exits' losses;
 /// for MoD, the router's auxiliary loss.
 pub fn objective(
     routing: Routing,

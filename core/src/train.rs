@@ -64,7 +64,7 @@ pub struct Trainer {
     optim: ModuleOptimizer,
 }
 
-/// Step size of the compute target's multiplier: μ ← max(0, μ + η·(executed α − target)).
+/// Step size of the compute target's multiplier: μ ← μ + η·(executed α − target).
 pub const TARGET_STEP: f64 = 0.002;
 
 impl Trainer {
@@ -141,7 +141,9 @@ impl Trainer {
             ..
         } = routing
         {
-            self.mu = (self.mu + TARGET_STEP * (v[4] as f64 - target)).max(0.0);
+            // Two-sided: below the target μ turns negative and buys compute back (a gate that
+            // closed early gets the chance to reopen).
+            self.mu += TARGET_STEP * (v[4] as f64 - target);
         }
         Ok(StepStats {
             step: self.step,

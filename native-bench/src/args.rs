@@ -8,26 +8,27 @@ use clap::Args;
 use tsa_core::checkpoint::{self, CheckpointMeta};
 use tsa_core::{TsaConfig, TsaModel};
 
-/// The transformer's shape; the paper's LM shape by default.
-#[derive(Args, Debug, Clone, PartialEq)]
+/// The transformer's shape: each flag given replaces the recipe's (the paper's LM shape where
+/// there is no recipe).
+#[derive(Args, Debug, Clone, PartialEq, Default)]
 pub struct ShapeArgs {
-    #[arg(long, default_value_t = 256)]
-    pub d_model: usize,
-    #[arg(long, default_value_t = 6)]
-    pub layers: usize,
-    #[arg(long, default_value_t = 8)]
-    pub heads: usize,
-    #[arg(long, default_value_t = 1024)]
-    pub d_ff: usize,
+    #[arg(long)]
+    pub d_model: Option<usize>,
+    #[arg(long)]
+    pub layers: Option<usize>,
+    #[arg(long)]
+    pub heads: Option<usize>,
+    #[arg(long)]
+    pub d_ff: Option<usize>,
 }
 
 impl ShapeArgs {
-    pub fn apply(&self, config: TsaConfig) -> TsaConfig {
+    pub fn apply(&self, mut config: TsaConfig) -> TsaConfig {
+        config.d_model = self.d_model.unwrap_or(config.d_model);
+        config.n_layers = self.layers.unwrap_or(config.n_layers);
+        config.n_heads = self.heads.unwrap_or(config.n_heads);
+        config.d_ff = self.d_ff.unwrap_or(config.d_ff);
         config
-            .with_d_model(self.d_model)
-            .with_n_layers(self.layers)
-            .with_n_heads(self.heads)
-            .with_d_ff(self.d_ff)
     }
 }
 

@@ -276,10 +276,12 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
     };
 
     let paper: &str;
+    let recipe: &str;
     match args.table {
         Table::Table1 => {
             paper = "| Copy | Baseline | 1.0000 | 1.012 | 1.000 | — |\n| Copy | TSA | 1.0000 | 1.012 | 0.341 | 54.9% |\n| Sort | Baseline | 0.9915 | 1.079 | 1.000 | — |\n| Sort | TSA | 0.9878 | 1.087 | 0.730 | 22.5% |";
             let shape = Shape::task(args.scale, args.steps, args.seed);
+            recipe = shape.name();
             for task in [Task::Copy, Task::Sort] {
                 let data = Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed));
                 let tname = format!("{task:?}");
@@ -294,6 +296,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         }
         Table::Table2 | Table::Table4 | Table::Table6 | Table::Table7 | Table::Pareto => {
             let shape = Shape::lm(args.scale, args.steps, args.seed);
+            recipe = shape.name();
             let ctx = shape.get(1, Routing::Dense).model.context;
             let data = Data::Lm(train::load_corpus(args.corpus.as_ref(), ctx)?);
             let routings: Vec<(String, Routing)> = match args.table {
@@ -449,7 +452,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         .steps
         .map_or(String::new(), |n| format!(" --steps {n}"));
     let md = format!(
-        "# {name} ({:?} scale) on {}\n\nCommand: `cargo run --release -p native-bench -- reproduce {name} --scale {:?}{steps}`\n\n{}{}\n\nThe paper's numbers:\n\n{}\n",
+        "# {name} ({:?} scale) on {}\n\nCommand: `cargo run --release -p native-bench -- reproduce {name} --scale {:?}{steps}` (recipe `{recipe}`, core/src/recipe.rs)\n\n{}{}\n\nThe paper's numbers:\n\n{}\n",
         args.scale, chosen.name, args.scale, report::markdown(&header, &rows), extra_md, paper
     ).replace("Quick", "quick").replace("Paper", "paper");
     report::write(&dir.join(format!("{name}.md")), &md)?;

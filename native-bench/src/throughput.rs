@@ -338,10 +338,10 @@ mod tests {
         ThroughputArgs {
             device: DeviceChoice::Cpu,
             shape: ShapeArgs {
-                d_model: 32,
-                layers: 3,
-                heads: 2,
-                d_ff: 64,
+                d_model: Some(32),
+                layers: Some(3),
+                heads: Some(2),
+                d_ff: Some(64),
             },
             vocab: 20,
             batch: vec![4, 1],

@@ -314,7 +314,7 @@ pub fn run(
                 100.0 * ev.executed_tlops_saved,
                 hard_val_loss.map_or(String::new(), |l| format!(" executed val {l:.4}")),
                 ev.accuracy,
-                if st.mu > 0.0 { format!(" μ {:.4}", st.mu) } else { String::new() },
+                if st.mu != 0.0 { format!(" μ {:+.4}", st.mu) } else { String::new() },
             );
             // A hidden bar (output to a file or a pipe) drops `println`: print the line itself.
             if pb.is_hidden() {
