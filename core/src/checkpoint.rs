@@ -134,7 +134,7 @@ fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
 }
 
 /// The same module with every parameter copied to the CPU (flex) through asynchronous reads.
-async fn host_copy(model: &TsaModel) -> Result<TsaModel> {
+pub(crate) async fn host_copy(model: &TsaModel) -> Result<TsaModel> {
     struct Gather(Vec<(ParamId, Tensor<1>, Vec<usize>)>);
     impl ModuleVisitor for Gather {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {

@@ -11,6 +11,8 @@ pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod error;
+#[cfg(not(target_family = "wasm"))]
+pub mod export;
 pub mod generate;
 pub mod init;
 pub mod loss;

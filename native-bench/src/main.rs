@@ -3,6 +3,7 @@
 
 mod analyze;
 mod args;
+mod convert;
 mod device;
 mod eval;
 mod report;
@@ -37,6 +38,10 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
     /// Validation loss of a checkpoint soft and executed, with soft and executed α.
     Eval(eval::EvalArgs),
+    /// A checkpoint as safetensors in PyTorch's layout (config and vocabulary in its metadata).
+    Export(convert::ExportArgs),
+    /// A safetensors export back into a checkpoint.
+    Import(convert::ImportArgs),
     /// Routing by token class and its correlation with loss, from a checkpoint.
     Analyze(analyze::AnalyzeArgs),
     /// Generate text with a KV cache, soft vs sparse, routing in colour.
@@ -51,6 +56,8 @@ fn main() {
         Some(Command::Train(a)) => train::main(a),
         Some(Command::Reproduce(a)) => reproduce::main(a),
         Some(Command::Eval(a)) => eval::main(a),
+        Some(Command::Export(a)) => convert::export(a),
+        Some(Command::Import(a)) => convert::import(a),
         Some(Command::Analyze(a)) => analyze::main(a),
         Some(Command::Sample(a)) => sample::main(a),
     };

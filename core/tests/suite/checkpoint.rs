@@ -105,3 +105,59 @@ fn a_header_that_does_not_fit_the_weights_is_refused() {
             .contains("vocabulary")
     );
 }
+
+#[test]
+fn safetensors_export_round_trips_bit_equal_in_pytorch_layout() {
+    use tsa_core::export::{from_safetensors, to_safetensors};
+    for routing in all_routings() {
+        let tok = CharTokenizer::fit("abcdefghij").unwrap();
+        let cfg = micro(tok.vocab_size(), routing);
+        let model = model(&cfg, 5, &cpu());
+        let meta = CheckpointMeta {
+            config: cfg.clone(),
+            vocab: Some(tok),
+            step: 7,
+        };
+        let bytes = to_safetensors(&model, &meta).unwrap();
+        // PyTorch's layout: Linear weights [out, in], LayerNorm γ/β as weight/bias.
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let qkv = st.tensor("blocks.1.attn.qkv.weight").unwrap();
+        assert_eq!(qkv.shape(), &[3 * cfg.d_model, cfg.d_model]);
+        assert!(st.tensor("ln_f.weight").is_ok() && st.tensor("ln_f.gamma").is_err());
+        let (back, meta_back) = from_safetensors(&bytes, &cpu()).unwrap();
+        assert_eq!(meta_back, meta);
+        assert_eq!(all_params(&back), all_params(&model), "{routing:?}");
+    }
+}
+
+#[test]
+fn a_wrong_safetensors_file_is_a_clear_error() {
+    use tsa_core::export::{from_safetensors, to_safetensors};
+    let device = cpu();
+    let err = |bytes: &[u8]| match from_safetensors(bytes, &device) {
+        Err(TsaError::Checkpoint(msg)) => msg,
+        Err(e) => panic!("wrong error kind: {e}"),
+        Ok(_) => panic!("accepted a bad file"),
+    };
+    assert!(err(b"not safetensors at all").contains("not a safetensors file"));
+    // A valid safetensors file without our metadata.
+    let foreign = safetensors::serialize(
+        vec![("x", safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1], &[0u8; 4]).unwrap())],
+        None,
+    )
+    .unwrap();
+    assert!(err(&foreign).contains("no `tsa` metadata"));
+    // Our metadata, but a config that does not fit the weights.
+    let cfg = micro(10, Routing::tsa(0.01));
+    let m = model(&cfg, 1, &device);
+    let meta = CheckpointMeta { config: cfg.clone(), vocab: None, step: 0 };
+    let bytes = to_safetensors(&m, &meta).unwrap();
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let json = header.metadata().as_ref().unwrap()["tsa"].replace("\"d_ff\":64", "\"d_ff\":32");
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors.tensors();
+    let mut md = std::collections::HashMap::new();
+    md.insert("tsa".to_string(), json);
+    let mismatched = safetensors::serialize(views, Some(md)).unwrap();
+    assert!(err(&mismatched).contains("do not fit"));
+}
