@@ -30,6 +30,9 @@ if ! { [ -x node_modules/.bin/wasm-opt ] && [ -d node_modules/playwright-core ];
   npm install --no-audit --no-fund
 fi
 
+# NumPy for the parity test's twin (tests/parity/twin.py); PyTorch is not needed in CI.
+python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check numpy
+
 # Tiny-Shakespeare is not committed: copy it from ../shared/data or download it, then verify.
 TSA_DATA_DIR="${TSA_DATA_DIR:-$PWD/data}"
 export TSA_CORPUS="$TSA_DATA_DIR/tinyshakespeare.txt"
