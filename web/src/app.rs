@@ -242,10 +242,14 @@ pub fn App() -> impl IntoView {
                 <dd data-testid="val-loss">{move || fmt(ui.eval.get().map(|e| e.loss), 4)}</dd>
                 <dt>"val BPC"</dt>
                 <dd>{move || fmt(ui.eval.get().map(|e| e.bpc), 3)}</dd>
-                <dt>"α (active share)"</dt>
+                <dt>"soft α (mean 1 − p)"</dt>
                 <dd data-testid="alpha">{move || fmt(ui.alpha.get(), 3)}</dd>
-                <dt>"TLOps saved"</dt>
+                <dt>"soft TLOps saved"</dt>
                 <dd data-testid="tlops">{move || fmt(tlops().map(|t| 100.0 * t), 1)}"%"</dd>
+                <dt>"executed α (p ≤ 0.5 runs)"</dt>
+                <dd data-testid="executed-alpha">{move || fmt(ui.eval.get().map(|e| e.executed_alpha), 3)}</dd>
+                <dt>"executed TLOps saved"</dt>
+                <dd data-testid="executed-tlops">{move || fmt(ui.eval.get().map(|e| 100.0 * e.executed_tlops_saved), 1)}"%"</dd>
             </dl>
             <div class="charts">
                 <LineChart

@@ -350,9 +350,9 @@ impl Runner {
         let step = session.step_count() as f64;
         match session.evaluate().await {
             Ok(stats) => {
-                self.ui.eval.set(Some(stats));
                 self.ui.val_curve.update(|c| c.push((step, stats.loss)));
                 self.ui.alpha_curve.update(|c| c.push((step, stats.alpha)));
+                self.ui.eval.set(Some(stats));
             }
             Err(e) => {
                 if !self.lost_after_failure().await {
