@@ -430,3 +430,54 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        train: TrainArgs,
+    }
+
+    fn parse(args: &[&str]) -> TrainArgs {
+        Cli::try_parse_from(std::iter::once("train").chain(args.iter().copied()))
+            .expect("valid flags")
+            .train
+    }
+
+    #[test]
+    fn flags_override_only_their_part_of_the_recipe() {
+        let quick = parse(&["--recipe", "quick"]).recipe(65);
+        let mut want = Recipe::quick_lm(65, Routing::tsa(0.001));
+        want.train.seed = 1337;
+        assert_eq!(quick, want);
+        let r = parse(&["--recipe", "quick", "--d-model", "64", "--lr", "1e-3", "--dropout", "0.2"])
+            .recipe(65);
+        assert_eq!((r.model.d_model, r.model.n_layers, r.model.context), (64, 6, 64));
+        assert_eq!((r.train.lr, r.train.steps, r.model.dropout), (1e-3, 600, 0.2));
+        // The default is the paper's recipe.
+        let paper = parse(&[]).recipe(65);
+        assert_eq!((paper.name, paper.model.d_model, paper.train.warmup_steps), ("paper", 256, 0));
+        assert_eq!(paper.model.dropout, 0.1);
+    }
+
+    #[test]
+    fn gate_and_target_reach_the_routing() {
+        let a = parse(&["--gate", "straight-through", "--target", "0.4", "--lambda", "0"]);
+        assert_eq!(
+            a.routing(),
+            Routing::Tsa {
+                lambda: 0.0,
+                gate: TsaGate::StraightThrough,
+                target: Some(0.4)
+            }
+        );
+        assert!(a.recipe(65).model.validate().is_ok());
+        let bad = parse(&["--target", "1.5"]).recipe(65);
+        assert!(bad.model.validate().is_err(), "a target above 1 is refused");
+        assert!(parse(&["--router-bias", "-3"]).recipe(65).model.router_bias == -3.0);
+    }
+}
