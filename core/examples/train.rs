@@ -53,7 +53,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .with_batch_size(16);
     let device = burn::tensor::Device::flex();
     let mut trainer = Trainer::new(&model_cfg, train.clone(), &device)?;
-    let ad = trainer.model.tok_emb.weight.val().device();
+    let ad = trainer.model.device();
     println!(
         "tsa demo: {} on {} chars ({} distinct), d={} L={} H={} ctx={}, {} params, {} steps on the CPU (flex)",
         routing.label(),

@@ -144,7 +144,7 @@ impl TsaModel {
         cache: &mut Cache,
         sparse: bool,
     ) -> Result<(Vec<f32>, Vec<f32>)> {
-        let device = self.tok_emb.weight.val().device();
+        let device = self.device();
         if cache.kv.is_empty() {
             cache.kv = vec![None; self.blocks.len()];
         }

@@ -121,6 +121,11 @@ impl TsaConfig {
 }
 
 impl TsaModel {
+    /// The device the weights live on (an autodiff one while training).
+    pub fn device(&self) -> Device {
+        self.tok_emb.weight.val().device()
+    }
+
     /// `tokens`: [B, T] with T ≤ context. Panics if T exceeds the context (callers crop).
     pub fn forward(&self, tokens: Tensor<2, Int>, exec: Execution) -> ModelOutput {
         let [b, t] = tokens.dims();

@@ -163,7 +163,7 @@ pub fn clip_global_norm(
         total: None,
     };
     model.visit(&mut ss);
-    let device = model.tok_emb.weight.val().device();
+    let device = model.device();
     let norm = ss
         .total
         .map(|t| t.sqrt())

@@ -12,6 +12,9 @@ pub enum DeviceChoice {
     Cpu,
     /// The first wgpu adapter, even a software one.
     Wgpu,
+    /// The first NVIDIA GPU through Burn's CUDA backend (built with `--features cuda`).
+    #[cfg(feature = "cuda")]
+    Cuda,
 }
 
 /// Adapters that are CPUs in disguise: slower than flex for this work.
@@ -58,6 +61,25 @@ pub fn choose(choice: DeviceChoice) -> Result<Chosen> {
                 "no wgpu adapter found (on Linux without a GPU: apt-get install mesa-vulkan-drivers)"
             ),
         },
+        #[cfg(feature = "cuda")]
+        DeviceChoice::Cuda => {
+            // A machine without the driver library must be an error, not a panic.
+            let found = std::panic::catch_unwind(|| Device::enumerate(DeviceType::Cuda).into_vec())
+                .unwrap_or_default();
+            match found.into_iter().next() {
+                Some(device) => {
+                    let name = device
+                        .identity()
+                        .map(|i| i.name)
+                        .unwrap_or_else(|| "NVIDIA GPU".into());
+                    Ok(Chosen {
+                        device,
+                        name: format!("cuda: {name}"),
+                    })
+                }
+                None => bail!("no CUDA device found (needs an NVIDIA GPU and its driver's libcuda)"),
+            }
+        }
         DeviceChoice::Auto => Ok(wgpu_adapters()
             .into_iter()
             .find(|(_, name)| !SOFTWARE.iter().any(|s| name.to_lowercase().contains(s)))

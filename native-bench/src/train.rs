@@ -269,7 +269,7 @@ pub fn run(
     device: &Device,
 ) -> Result<RunResult> {
     let mut trainer = Trainer::new(model, train.clone(), device)?;
-    let ad = trainer.model.tok_emb.weight.val().device();
+    let ad = trainer.model.device();
     let eval = data.eval_set(eval_batches, train.batch_size, model.context, device);
     let mut rng = StdRng::seed_from_u64(train.seed);
     let pb = ProgressBar::new(train.steps as u64);

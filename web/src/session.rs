@@ -104,7 +104,7 @@ impl Session {
     }
 
     fn device(&self) -> Device {
-        self.trainer.model.tok_emb.weight.val().device()
+        self.trainer.model.device()
     }
 
     fn batch(&self, rows: &(Vec<i32>, Vec<i32>), device: &Device) -> Batch {
@@ -125,7 +125,7 @@ impl Session {
     /// Validation loss, BPC, α and TLOps saved with the training-time (soft) gate.
     pub async fn evaluate(&self) -> Result<EvalStats, String> {
         let model = self.trainer.inference_model();
-        let device = model.tok_emb.weight.val().device();
+        let device = model.device();
         let batches: Vec<Batch> = self.eval.iter().map(|r| self.batch(r, &device)).collect();
         tsa_core::evaluate(&model, &batches, Execution::Soft)
             .await
@@ -144,7 +144,7 @@ impl Session {
         let context = self.config().context;
         let ids = &ids[ids.len().saturating_sub(context)..];
         let model = self.trainer.inference_model();
-        let device = model.tok_emb.weight.val().device();
+        let device = model.device();
         let data = TensorData::new(ids.iter().map(|&t| t as i32).collect(), [1, ids.len()]);
         let out = model.forward(Tensor::<2, Int>::from_data(data, &device), Execution::Soft);
         let routers = out.halting.len();

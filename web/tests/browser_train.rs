@@ -38,7 +38,7 @@ async fn train(name: &str, device: &Device) -> (f32, f32, f32) {
         .with_batch_size(4)
         .with_seed(7);
     let mut trainer = Trainer::new(&model, train, device).expect("trainer");
-    let dev = trainer.model.tok_emb.weight.val().device();
+    let dev = trainer.model.device();
     let rows = corpus.eval_windows(Split::Train, 1, 4, context, 7);
     let (x, y) = rows.into_iter().next().expect("one batch");
     let batch = Batch::new(x, y, None, context, &dev);

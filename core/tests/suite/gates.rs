@@ -144,7 +144,7 @@ fn executed_alpha_follows_the_threshold_and_the_histogram_sums_to_one() {
 fn the_compute_target_raises_its_multiplier_while_too_much_runs() {
     let cfg = micro(10, gated(TsaGate::StraightThrough, Some(0.25))).with_router_bias(-4.0);
     let mut trainer = Trainer::new(&cfg, TrainConfig::new().with_steps(10).with_batch_size(2), &cpu()).unwrap();
-    let device = trainer.model.tok_emb.weight.val().device();
+    let device = trainer.model.device();
     let batch = Batch::new(rows(2, 12, 10, 0).concat(), rows(2, 12, 10, 1).concat(), None, 12, &device);
     let mut last = 0.0;
     for _ in 0..3 {
@@ -183,7 +183,7 @@ fn dropout_only_acts_in_training() {
 #[allow(non_snake_case)]
 fn TsaModel_without_dropout(m: &tsa_core::TsaModel) -> tsa_core::TsaModel {
     let cfg = m.config.clone().with_dropout(0.0);
-    let device = m.tok_emb.weight.val().device();
+    let device = m.device();
     cfg.init(&device).unwrap().load_record(m.clone().into_record())
 }
 

@@ -32,7 +32,7 @@ fn a_tiny_model_overfits_a_tiny_batch_with_every_variant() {
             y.clone(),
             Some(m.clone()),
             cfg.context,
-            &trainer.model.tok_emb.weight.val().device(),
+            &trainer.model.device(),
         );
         let first = block_on(trainer.step(&batch)).unwrap();
         let mut last = first;
@@ -176,7 +176,7 @@ fn a_non_finite_loss_stops_training_and_keeps_the_last_good_model() {
     let device = cpu();
     let cfg = micro(10, Routing::tsa(0.01));
     let mut trainer = Trainer::new(&cfg, quick(10), &device).unwrap();
-    let dev = trainer.model.tok_emb.weight.val().device();
+    let dev = trainer.model.device();
     let x = tokens(&[vec![1, 2, 3, 4]], &dev);
     let good = Batch {
         inputs: x.clone(),
@@ -243,7 +243,7 @@ fn lm_batches_from_a_corpus_train() {
     );
     let mut trainer = Trainer::new(&cfg, quick(40), &device).unwrap();
     let mut rng = StdRng::seed_from_u64(0);
-    let dev = trainer.model.tok_emb.weight.val().device();
+    let dev = trainer.model.device();
     let mut losses = Vec::new();
     for _ in 0..40 {
         let (x, y) = corpus.sample(tsa_core::data::Split::Train, 4, 16, &mut rng);
