@@ -97,16 +97,15 @@ fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
     let header = body
         .get(at..at + header_len)
         .ok_or_else(|| bad("header runs past the end"))?;
-    let meta: CheckpointMeta =
-        serde_json::from_slice::<serde_json::Value>(header)
-            .map(|mut v| {
-                if let Some(c) = v.get_mut("config") {
-                    TsaConfig::upgrade_json(c);
-                }
-                v
-            })
-            .and_then(serde_json::from_value)
-            .map_err(|e| bad(format!("header unreadable: {e}")))?;
+    let meta: CheckpointMeta = serde_json::from_slice::<serde_json::Value>(header)
+        .map(|mut v| {
+            if let Some(c) = v.get_mut("config") {
+                TsaConfig::upgrade_json(c);
+            }
+            v
+        })
+        .and_then(serde_json::from_value)
+        .map_err(|e| bad(format!("header unreadable: {e}")))?;
     at += header_len;
     let len_bytes = body
         .get(at..at + 8)

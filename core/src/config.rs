@@ -258,7 +258,10 @@ impl TsaConfig {
             return bad(format!("dropout must be in [0, 1), got {}", self.dropout));
         }
         if !self.router_bias.is_finite() {
-            return bad(format!("router_bias must be finite, got {}", self.router_bias));
+            return bad(format!(
+                "router_bias must be finite, got {}",
+                self.router_bias
+            ));
         }
         match self.routing {
             Routing::Tsa { lambda, .. } if !(lambda.is_finite() && lambda >= 0.0) => {
@@ -266,9 +269,7 @@ impl TsaConfig {
             }
             Routing::Tsa {
                 target: Some(t), ..
-            } if !(t > 0.0 && t <= 1.0) => {
-                bad(format!("TSA target α must be in (0, 1], got {t}"))
-            }
+            } if !(t > 0.0 && t <= 1.0) => bad(format!("TSA target α must be in (0, 1], got {t}")),
             Routing::MixtureOfDepths { capacity } if !(capacity > 0.0 && capacity <= 1.0) => {
                 bad(format!("MoD capacity must be in (0, 1], got {capacity}"))
             }

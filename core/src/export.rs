@@ -6,9 +6,7 @@
 //! The checkpoint's metadata (config, vocabulary, step) travels as JSON in the file's metadata
 //! under `tsa`, so an import rebuilds the same model.
 
-use burn::store::{
-    BurnToPyTorchAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore,
-};
+use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
 use burn::tensor::Device;
 
 use crate::checkpoint::{self, CheckpointMeta};

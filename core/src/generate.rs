@@ -170,7 +170,9 @@ impl TsaModel {
                     match (sparse, &self.config.routing) {
                         (true, _) => kept.then_some(scale),
                         // Soft generation of a hard-gated TSA is its training forward: hard.
-                        (false, Routing::Tsa { gate, .. }) if *gate != crate::config::TsaGate::Soft => {
+                        (false, Routing::Tsa { gate, .. })
+                            if *gate != crate::config::TsaGate::Soft =>
+                        {
                             Some(scale.mul_scalar(f32::from(u8::from(kept))))
                         }
                         (false, _) => Some(soft),

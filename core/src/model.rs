@@ -108,9 +108,7 @@ impl TsaConfig {
                 weight: init::normal([self.vocab_size, d], init::STD, device),
             },
             pos_emb: init::normal([self.context, d], init::STD, device),
-            blocks: (0..l)
-                .map(|_| Block::init(self, device))
-                .collect(),
+            blocks: (0..l).map(|_| Block::init(self, device)).collect(),
             routers,
             exit_norms,
             ln_f: LayerNormConfig::new(d).init(device),

@@ -39,7 +39,9 @@ impl Router {
 
     /// The halting logit z, p = σ(z): `h` [B, T, d] → [B, T].
     pub fn logits(&self, h: Tensor<3>) -> Tensor<2> {
-        self.out.forward(relu(self.fc.forward(h))).squeeze_dim::<2>(2)
+        self.out
+            .forward(relu(self.fc.forward(h)))
+            .squeeze_dim::<2>(2)
     }
 
     /// `h`: [B, T, d] → p: [B, T].
@@ -61,7 +63,11 @@ pub fn tsa_gate(gate: TsaGate, z: Tensor<2>, p: Tensor<2>, progress: Option<f64>
         }
         (TsaGate::Gumbel, Some(progress)) => {
             let tau = GUMBEL_TAU_END.powf(progress.clamp(0.0, 1.0));
-            let u = Tensor::<2>::random(z.dims(), Distribution::Uniform(1e-6, 1.0 - 1e-6), &z.device());
+            let u = Tensor::<2>::random(
+                z.dims(),
+                Distribution::Uniform(1e-6, 1.0 - 1e-6),
+                &z.device(),
+            );
             let noise = u.clone().log() - (u.neg() + 1.0).log();
             // 1 − p = σ(−z): the keep logit plus logistic noise, sharpened by τ.
             let sample = sigmoid((z.neg() + noise).div_scalar(tau));

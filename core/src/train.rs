@@ -97,7 +97,9 @@ impl Trainer {
     pub async fn step(&mut self, batch: &Batch) -> Result<StepStats> {
         let routing = self.model.config.routing;
         let progress = self.step as f64 / self.config.steps.max(1) as f64;
-        let out = self.model.forward(batch.inputs.clone(), Execution::Train { progress });
+        let out = self
+            .model
+            .forward(batch.inputs.clone(), Execution::Train { progress });
         let alpha = metrics::alpha(&out.active);
         let executed = metrics::executed_alpha(&out.halting);
         let obj = loss::objective(
@@ -201,7 +203,14 @@ pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> R
     let width = rows[0].dims()[0];
     let v = read::floats(Tensor::stack::<2>(rows, 0)).await?;
     let n = batches.len() as f64;
-    let mean = |k: usize| v.iter().skip(k).step_by(width).map(|&x| x as f64).sum::<f64>() / n;
+    let mean = |k: usize| {
+        v.iter()
+            .skip(k)
+            .step_by(width)
+            .map(|&x| x as f64)
+            .sum::<f64>()
+            / n
+    };
     let (loss, alpha, executed_alpha, accuracy) = (mean(0), mean(1), mean(2), mean(3));
     if !loss.is_finite() {
         return Err(TsaError::NonFiniteLoss {
@@ -210,7 +219,11 @@ pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> R
         });
     }
     let p_histogram = (0..(width - 4) / metrics::HIST_BINS)
-        .map(|r| (0..metrics::HIST_BINS).map(|k| mean(4 + r * metrics::HIST_BINS + k)).collect())
+        .map(|r| {
+            (0..metrics::HIST_BINS)
+                .map(|k| mean(4 + r * metrics::HIST_BINS + k))
+                .collect()
+        })
         .collect();
     let layers = model.config.n_layers;
     Ok(EvalStats {

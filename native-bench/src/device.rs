@@ -77,7 +77,9 @@ pub fn choose(choice: DeviceChoice) -> Result<Chosen> {
                         name: format!("cuda: {name}"),
                     })
                 }
-                None => bail!("no CUDA device found (needs an NVIDIA GPU and its driver's libcuda)"),
+                None => {
+                    bail!("no CUDA device found (needs an NVIDIA GPU and its driver's libcuda)")
+                }
             }
         }
         DeviceChoice::Auto => Ok(wgpu_adapters()

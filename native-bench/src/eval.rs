@@ -53,7 +53,10 @@ pub fn main(args: &EvalArgs) -> Result<()> {
     eprintln!("device: {}", chosen.name);
     let (model, meta) = load_checkpoint(&args.checkpoint, &chosen.device)?;
     let Some(tok) = meta.vocab else {
-        bail!("{} has no character vocabulary (a synthetic-task model): eval takes a language model", args.checkpoint.display())
+        bail!(
+            "{} has no character vocabulary (a synthetic-task model): eval takes a language model",
+            args.checkpoint.display()
+        )
     };
     let ctx = model.config.context;
     let path = args
@@ -61,10 +64,16 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         .clone()
         .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
         .unwrap_or_else(|| "data/tinyshakespeare.txt".into());
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {}", path.display()))?;
-    let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
-    let corpus = Corpus::with_tokenizer(&text, tok, ctx)
-        .with_context(|| format!("corpus {} does not fit the checkpoint's vocabulary", path.display()))?;
+    let bytes =
+        std::fs::read(&path).with_context(|| format!("cannot read corpus {}", path.display()))?;
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
+    let corpus = Corpus::with_tokenizer(&text, tok, ctx).with_context(|| {
+        format!(
+            "corpus {} does not fit the checkpoint's vocabulary",
+            path.display()
+        )
+    })?;
     let batches: Vec<Batch> = corpus
         .eval_windows(Split::Val, args.batches, args.batch, ctx, 4242)
         .into_iter()
@@ -77,14 +86,27 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         Routing::Tsa { .. } | Routing::MixtureOfDepths { .. } => {
             let trained = routing.keep_scale();
             for scale in [KeepScale::OneMinusP, KeepScale::One] {
-                let note = if scale == trained { ", trained scale" } else { "" };
-                runs.push((format!("executed, kept × {scale:?}{note}"), Execution::Hard(scale)));
+                let note = if scale == trained {
+                    ", trained scale"
+                } else {
+                    ""
+                };
+                runs.push((
+                    format!("executed, kept × {scale:?}{note}"),
+                    Execution::Hard(scale),
+                ));
             }
-            runs.push((format!("sparse (gather/scatter), kept × {trained:?}"), Execution::Sparse(trained)));
+            runs.push((
+                format!("sparse (gather/scatter), kept × {trained:?}"),
+                Execution::Sparse(trained),
+            ));
         }
         Routing::EarlyExit => {
             for &threshold in &args.threshold {
-                runs.push((format!("early exit, threshold {threshold}"), Execution::Exit { threshold }));
+                runs.push((
+                    format!("early exit, threshold {threshold}"),
+                    Execution::Exit { threshold },
+                ));
             }
         }
         Routing::Dense => {}
@@ -92,7 +114,10 @@ pub fn main(args: &EvalArgs) -> Result<()> {
     let mut rows = Vec::new();
     for (name, exec) in runs {
         let stats = block_on(evaluate(&model, &batches, exec))?;
-        rows.push(Row { execution: name, stats });
+        rows.push(Row {
+            execution: name,
+            stats,
+        });
     }
     let table: Vec<Vec<String>> = rows
         .iter()
@@ -115,12 +140,25 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         args.batches * args.batch,
         ctx,
         report::markdown(
-            &["execution", "val loss", "BPC", "α as gated", "executed α", "executed TLOps saved"],
+            &[
+                "execution",
+                "val loss",
+                "BPC",
+                "α as gated",
+                "executed α",
+                "executed TLOps saved"
+            ],
             &table
         )
     );
-    if let Some(hist) = rows.first().map(|r| &r.stats.p_histogram).filter(|h| !h.is_empty()) {
-        println!("\nHalting probability p per router (share of tokens per tenth of [0, 1]; p > 0.5 halts):\n");
+    if let Some(hist) = rows
+        .first()
+        .map(|r| &r.stats.p_histogram)
+        .filter(|h| !h.is_empty())
+    {
+        println!(
+            "\nHalting probability p per router (share of tokens per tenth of [0, 1]; p > 0.5 halts):\n"
+        );
         let header: Vec<String> = std::iter::once("router".to_string())
             .chain((0..10).map(|k| format!("{:.1}–{:.1}", k as f64 / 10.0, (k + 1) as f64 / 10.0)))
             .collect();

@@ -93,7 +93,11 @@ impl Shape {
             Scale::Paper => Recipe::paper_lm,
             Scale::Quick => Recipe::quick_lm,
         };
-        Self { recipe, steps, seed }
+        Self {
+            recipe,
+            steps,
+            seed,
+        }
     }
 
     fn task(scale: Scale, steps: Option<usize>, seed: u64) -> Self {
@@ -101,7 +105,11 @@ impl Shape {
             Scale::Paper => |_, r| Recipe::synthetic(r),
             Scale::Quick => |_, r| Recipe::synthetic_quick(r),
         };
-        Self { recipe, steps, seed }
+        Self {
+            recipe,
+            steps,
+            seed,
+        }
     }
 
     fn get(&self, vocab_size: usize, routing: Routing) -> Recipe {
@@ -214,12 +222,18 @@ fn pareto_arms() -> Vec<(String, Routing)> {
         ("TSA (paper, λ=0.05)".into(), Routing::tsa(0.05)),
     ];
     for t in [0.75, 0.5, 0.35] {
-        arms.push((format!("TSA straight-through α*={t}"), gated(StraightThrough, t)));
+        arms.push((
+            format!("TSA straight-through α*={t}"),
+            gated(StraightThrough, t),
+        ));
     }
     arms.push(("TSA Gumbel α*=0.5".into(), gated(Gumbel, 0.5)));
     arms.push(("Early Exit".into(), Routing::EarlyExit));
     for c in [0.75, 0.5] {
-        arms.push((format!("MoD c={c}"), Routing::MixtureOfDepths { capacity: c }));
+        arms.push((
+            format!("MoD c={c}"),
+            Routing::MixtureOfDepths { capacity: c },
+        ));
     }
     arms
 }
@@ -285,10 +299,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             for task in [Task::Copy, Task::Sort] {
                 let data = Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed));
                 let tname = format!("{task:?}");
-                for (m, routing) in [
-                    ("Baseline", Routing::Dense),
-                    ("TSA", Routing::tsa(0.001)),
-                ] {
+                for (m, routing) in [("Baseline", Routing::Dense), ("TSA", Routing::tsa(0.001))] {
                     let (a, r) = arm(&tname, m, &data, &shape, routing, &device)?;
                     push(a, &r, &mut arms);
                 }

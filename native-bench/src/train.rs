@@ -314,7 +314,11 @@ pub fn run(
                 100.0 * ev.executed_tlops_saved,
                 hard_val_loss.map_or(String::new(), |l| format!(" executed val {l:.4}")),
                 ev.accuracy,
-                if st.mu != 0.0 { format!(" μ {:+.4}", st.mu) } else { String::new() },
+                if st.mu != 0.0 {
+                    format!(" μ {:+.4}", st.mu)
+                } else {
+                    String::new()
+                },
             );
             // A hidden bar (output to a file or a pipe) drops `println`: print the line itself.
             if pb.is_hidden() {
@@ -364,7 +368,10 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             } else {
                 Task::Sort
             };
-            (Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)), None)
+            (
+                Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)),
+                None,
+            )
         }
         None => {
             let ctx = args.recipe(1).model.context;
@@ -423,7 +430,10 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         r.last.accuracy,
         r.hard.as_ref().map_or(String::new(), |h| format!(
             "\nexecuted (p ≤ 0.5 runs): val loss {:.4} (bpc {:.3}), α {:.3}, TLOps saved {:.1}%",
-            h.loss, h.bpc, h.alpha, 100.0 * h.tlops_saved
+            h.loss,
+            h.bpc,
+            h.alpha,
+            100.0 * h.tlops_saved
         )),
         args.out.display(),
         args.log.display()
@@ -454,19 +464,44 @@ mod tests {
         let mut want = Recipe::quick_lm(65, Routing::tsa(0.001));
         want.train.seed = 1337;
         assert_eq!(quick, want);
-        let r = parse(&["--recipe", "quick", "--d-model", "64", "--lr", "1e-3", "--dropout", "0.2"])
-            .recipe(65);
-        assert_eq!((r.model.d_model, r.model.n_layers, r.model.context), (64, 6, 64));
-        assert_eq!((r.train.lr, r.train.steps, r.model.dropout), (1e-3, 600, 0.2));
+        let r = parse(&[
+            "--recipe",
+            "quick",
+            "--d-model",
+            "64",
+            "--lr",
+            "1e-3",
+            "--dropout",
+            "0.2",
+        ])
+        .recipe(65);
+        assert_eq!(
+            (r.model.d_model, r.model.n_layers, r.model.context),
+            (64, 6, 64)
+        );
+        assert_eq!(
+            (r.train.lr, r.train.steps, r.model.dropout),
+            (1e-3, 600, 0.2)
+        );
         // The default is the paper's recipe.
         let paper = parse(&[]).recipe(65);
-        assert_eq!((paper.name, paper.model.d_model, paper.train.warmup_steps), ("paper", 256, 0));
+        assert_eq!(
+            (paper.name, paper.model.d_model, paper.train.warmup_steps),
+            ("paper", 256, 0)
+        );
         assert_eq!(paper.model.dropout, 0.1);
     }
 
     #[test]
     fn gate_and_target_reach_the_routing() {
-        let a = parse(&["--gate", "straight-through", "--target", "0.4", "--lambda", "0"]);
+        let a = parse(&[
+            "--gate",
+            "straight-through",
+            "--target",
+            "0.4",
+            "--lambda",
+            "0",
+        ]);
         assert_eq!(
             a.routing(),
             Routing::Tsa {

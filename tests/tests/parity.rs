@@ -26,7 +26,10 @@ fn export(dir: &Path, name: &str, routing: Routing) -> (PathBuf, PathBuf) {
     let rows: Vec<Vec<i32>> = (0..3)
         .map(|r| (0..16).map(|i| (i * 5 + r * 7 + 1) % 12).collect())
         .collect();
-    let targets: Vec<Vec<i32>> = rows.iter().map(|r| r.iter().map(|x| (x * 3 + 1) % 12).collect()).collect();
+    let targets: Vec<Vec<i32>> = rows
+        .iter()
+        .map(|r| r.iter().map(|x| (x * 3 + 1) % 12).collect())
+        .collect();
     let ints = |v: &Vec<Vec<i32>>| {
         Tensor::<2, Int>::from_data(TensorData::new(v.concat(), [v.len(), v[0].len()]), &device)
     };
@@ -40,10 +43,18 @@ fn export(dir: &Path, name: &str, routing: Routing) -> (PathBuf, PathBuf) {
         "halting": out.halting.iter().map(|p| read(p.clone().reshape([-1]))).collect::<Vec<_>>(),
         "loss": read(ce)[0],
     });
-    let meta = CheckpointMeta { config, vocab: None, step: 0 };
+    let meta = CheckpointMeta {
+        config,
+        vocab: None,
+        step: 0,
+    };
     let st = dir.join(format!("{name}.safetensors"));
     let js = dir.join(format!("{name}.json"));
-    std::fs::write(&st, tsa_core::export::to_safetensors(&model, &meta).expect("export")).unwrap();
+    std::fs::write(
+        &st,
+        tsa_core::export::to_safetensors(&model, &meta).expect("export"),
+    )
+    .unwrap();
     std::fs::write(&js, expected.to_string()).unwrap();
     (st, js)
 }
@@ -58,7 +69,11 @@ fn the_numpy_twin_computes_the_same_logits_halting_and_loss() {
         ("tsa-soft", Routing::tsa(0.001)),
         (
             "tsa-st",
-            Routing::Tsa { lambda: 0.0, gate: TsaGate::StraightThrough, target: Some(0.5) },
+            Routing::Tsa {
+                lambda: 0.0,
+                gate: TsaGate::StraightThrough,
+                target: Some(0.5),
+            },
         ),
     ];
     for (name, routing) in cases {
@@ -76,7 +91,10 @@ fn the_numpy_twin_computes_the_same_logits_halting_and_loss() {
             String::from_utf8_lossy(&out.stderr)
         );
         println!("{name}: {text}");
-        assert!(out.status.success(), "{name}: the twin disagrees or failed:\n{text}");
+        assert!(
+            out.status.success(),
+            "{name}: the twin disagrees or failed:\n{text}"
+        );
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -142,7 +142,11 @@ fn a_wrong_safetensors_file_is_a_clear_error() {
     assert!(err(b"not safetensors at all").contains("not a safetensors file"));
     // A valid safetensors file without our metadata.
     let foreign = safetensors::serialize(
-        vec![("x", safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1], &[0u8; 4]).unwrap())],
+        vec![(
+            "x",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1], &[0u8; 4])
+                .unwrap(),
+        )],
         None,
     )
     .unwrap();
@@ -150,7 +154,11 @@ fn a_wrong_safetensors_file_is_a_clear_error() {
     // Our metadata, but a config that does not fit the weights.
     let cfg = micro(10, Routing::tsa(0.01));
     let m = model(&cfg, 1, &device);
-    let meta = CheckpointMeta { config: cfg.clone(), vocab: None, step: 0 };
+    let meta = CheckpointMeta {
+        config: cfg.clone(),
+        vocab: None,
+        step: 0,
+    };
     let bytes = to_safetensors(&m, &meta).unwrap();
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
     let json = header.metadata().as_ref().unwrap()["tsa"].replace("\"d_ff\":64", "\"d_ff\":32");

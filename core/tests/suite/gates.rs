@@ -37,7 +37,11 @@ fn halting_some(cfg: TsaConfig) -> tsa_core::TsaModel {
 /// Rows of `n` random tokens below `vocab`.
 fn rows(b: usize, n: usize, vocab: i32, seed: i32) -> Vec<Vec<i32>> {
     (0..b)
-        .map(|r| (0..n).map(|i| (i as i32 * 7 + r as i32 * 3 + seed) % vocab).collect())
+        .map(|r| {
+            (0..n)
+                .map(|i| (i as i32 * 7 + r as i32 * 3 + seed) % vocab)
+                .collect()
+        })
         .collect()
 }
 
@@ -54,7 +58,10 @@ fn straight_through_trains_exactly_what_runs() {
     );
     let train = m.forward(x.clone(), Execution::Train { progress: 0.5 });
     let diff = max_abs_diff(&floats(train.logits), &floats(run.logits));
-    assert!(diff < 1e-5, "training forward differs from the executed rule by {diff}");
+    assert!(
+        diff < 1e-5,
+        "training forward differs from the executed rule by {diff}"
+    );
     // The gate's value is binary, and its α is the executed one.
     for a in &train.active {
         assert!(floats(a.clone()).iter().all(|&g| g == 0.0 || g == 1.0));
@@ -63,10 +70,15 @@ fn straight_through_trains_exactly_what_runs() {
     assert!((trained_alpha - executed).abs() < 1e-6);
     // ...and the routers still get a gradient (the soft gate's), kept or halted.
     let device = cpu().autodiff();
-    let m = model(&micro(10, gated(TsaGate::StraightThrough, None)), 3, &device);
+    let m = model(
+        &micro(10, gated(TsaGate::StraightThrough, None)),
+        3,
+        &device,
+    );
     let x = tokens(&rows(2, 12, 10, 1), &device);
     let train = m.forward(x, Execution::Train { progress: 0.5 });
-    let loss = tsa_core::loss::cross_entropy(train.logits, tokens(&rows(2, 12, 10, 2), &device), None);
+    let loss =
+        tsa_core::loss::cross_entropy(train.logits, tokens(&rows(2, 12, 10, 2), &device), None);
     let grads = GradientsParams::from_grads(loss.backward(), &m);
     let g = grads
         .get::<2>(m.routers[0].out.weight.id)
@@ -83,8 +95,14 @@ fn soft_gates_do_not_equal_their_threshold_but_hard_equals_sparse() {
     for scale in [KeepScale::OneMinusP, KeepScale::One] {
         let hard = floats(m.forward(x.clone(), Execution::Hard(scale)).logits);
         let sparse = floats(m.forward(x.clone(), Execution::Sparse(scale)).logits);
-        assert!(max_abs_diff(&hard, &sparse) < 1e-4, "{scale:?}: hard ≠ sparse");
-        assert!(max_abs_diff(&hard, &soft) > 1e-4, "{scale:?}: the soft gate is not the rule");
+        assert!(
+            max_abs_diff(&hard, &sparse) < 1e-4,
+            "{scale:?}: hard ≠ sparse"
+        );
+        assert!(
+            max_abs_diff(&hard, &soft) > 1e-4,
+            "{scale:?}: the soft gate is not the rule"
+        );
     }
 }
 
@@ -96,21 +114,39 @@ fn gumbel_is_noisy_in_training_binary_at_its_end_and_deterministic_in_evaluation
     let x = tokens(&rows(2, 12, 10, 3), &device);
     let early = |seed| {
         device.seed(seed);
-        floats(m.forward(x.clone(), Execution::Train { progress: 0.1 }).active[0].clone().inner())
+        floats(
+            m.forward(x.clone(), Execution::Train { progress: 0.1 })
+                .active[0]
+                .clone()
+                .inner(),
+        )
     };
-    assert!(max_abs_diff(&early(1), &early(2)) > 1e-3, "the relaxation draws no noise");
+    assert!(
+        max_abs_diff(&early(1), &early(2)) > 1e-3,
+        "the relaxation draws no noise"
+    );
     assert!(
         early(1).iter().any(|&g| g > 0.01 && g < 0.99),
         "early in training the gate should be relaxed"
     );
     let late = m.forward(x.clone(), Execution::Train { progress: 0.9 });
     for a in &late.active {
-        assert!(floats(a.clone().inner()).iter().all(|&g| g == 0.0 || g == 1.0));
+        assert!(
+            floats(a.clone().inner())
+                .iter()
+                .all(|&g| g == 0.0 || g == 1.0)
+        );
     }
     let eval = m.valid();
     let a = floats(eval.forward(x.clone().valid(), Execution::Soft).logits);
-    let b = floats(eval.forward(x.valid(), Execution::Hard(KeepScale::One)).logits);
-    assert!(max_abs_diff(&a, &b) < 1e-5, "Gumbel evaluates as its inference rule");
+    let b = floats(
+        eval.forward(x.valid(), Execution::Hard(KeepScale::One))
+            .logits,
+    );
+    assert!(
+        max_abs_diff(&a, &b) < 1e-5,
+        "Gumbel evaluates as its inference rule"
+    );
 }
 
 #[test]
@@ -127,34 +163,61 @@ fn executed_alpha_follows_the_threshold_and_the_histogram_sums_to_one() {
             &cpu(),
         );
         let s = block_on(evaluate(&m, &[batch], Execution::Soft)).unwrap();
-        assert!((s.executed_alpha - expected).abs() < 1e-6, "bias {bias}: {s:?}");
+        assert!(
+            (s.executed_alpha - expected).abs() < 1e-6,
+            "bias {bias}: {s:?}"
+        );
         // The soft α is 1 − σ(bias)-ish, never the executed 0 or 1.
         assert!(s.alpha > 0.0 && s.alpha < 1.0);
         assert_eq!(s.p_histogram.len(), cfg.n_routers());
         for row in &s.p_histogram {
             assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-5, "{row:?}");
         }
-        let hist = floats(metrics::halting_histogram(&m.forward(x, Execution::Soft).halting).unwrap());
+        let hist =
+            floats(metrics::halting_histogram(&m.forward(x, Execution::Soft).halting).unwrap());
         let top = if bias > 0.0 { 9 } else { 0 };
-        assert!(hist[top] > 0.99, "bias {bias}: every p in one end bin, got {hist:?}");
+        assert!(
+            hist[top] > 0.99,
+            "bias {bias}: every p in one end bin, got {hist:?}"
+        );
     }
 }
 
 #[test]
 fn the_compute_target_raises_its_multiplier_while_too_much_runs() {
     let cfg = micro(10, gated(TsaGate::StraightThrough, Some(0.25))).with_router_bias(-4.0);
-    let mut trainer = Trainer::new(&cfg, TrainConfig::new().with_steps(10).with_batch_size(2), &cpu()).unwrap();
+    let mut trainer = Trainer::new(
+        &cfg,
+        TrainConfig::new().with_steps(10).with_batch_size(2),
+        &cpu(),
+    )
+    .unwrap();
     let device = trainer.model.device();
-    let batch = Batch::new(rows(2, 12, 10, 0).concat(), rows(2, 12, 10, 1).concat(), None, 12, &device);
+    let batch = Batch::new(
+        rows(2, 12, 10, 0).concat(),
+        rows(2, 12, 10, 1).concat(),
+        None,
+        12,
+        &device,
+    );
     let mut last = 0.0;
     for _ in 0..3 {
         let s = block_on(trainer.step(&batch)).unwrap();
         assert!(s.executed_alpha > 0.9, "σ(−4): nearly every token runs");
-        assert!(s.mu > last, "μ must grow while executed α {} > 0.25", s.executed_alpha);
+        assert!(
+            s.mu > last,
+            "μ must grow while executed α {} > 0.25",
+            s.executed_alpha
+        );
         last = s.mu;
     }
     // Without a target it stays 0.
-    let mut plain = Trainer::new(&micro(10, Routing::tsa(0.0)), TrainConfig::new().with_batch_size(2), &cpu()).unwrap();
+    let mut plain = Trainer::new(
+        &micro(10, Routing::tsa(0.0)),
+        TrainConfig::new().with_batch_size(2),
+        &cpu(),
+    )
+    .unwrap();
     assert_eq!(block_on(plain.step(&batch)).unwrap().mu, 0.0);
 }
 
@@ -164,9 +227,20 @@ fn dropout_only_acts_in_training() {
     let device = cpu().autodiff();
     let m = model(&cfg, 8, &device);
     let x = tokens(&rows(2, 12, 10, 4), &device);
-    let a = floats(m.forward(x.clone(), Execution::Train { progress: 0.0 }).logits.inner());
-    let b = floats(m.forward(x.clone(), Execution::Train { progress: 0.0 }).logits.inner());
-    assert!(max_abs_diff(&a, &b) > 1e-3, "dropout 0.5 changed nothing in training");
+    let a = floats(
+        m.forward(x.clone(), Execution::Train { progress: 0.0 })
+            .logits
+            .inner(),
+    );
+    let b = floats(
+        m.forward(x.clone(), Execution::Train { progress: 0.0 })
+            .logits
+            .inner(),
+    );
+    assert!(
+        max_abs_diff(&a, &b) > 1e-3,
+        "dropout 0.5 changed nothing in training"
+    );
     // Evaluation (no autodiff) equals the same weights without dropout.
     let eval = m.valid();
     let plain = TsaModel_without_dropout(&eval);
@@ -176,22 +250,46 @@ fn dropout_only_acts_in_training() {
     let e3 = floats(plain.forward(xs, Execution::Soft).logits);
     assert_eq!(e1, e2);
     assert!(max_abs_diff(&e1, &e3) < 1e-6);
-    assert!(micro(10, Routing::Dense).with_dropout(1.0).validate().is_err());
-    assert!(micro(10, Routing::Dense).with_dropout(-0.1).validate().is_err());
+    assert!(
+        micro(10, Routing::Dense)
+            .with_dropout(1.0)
+            .validate()
+            .is_err()
+    );
+    assert!(
+        micro(10, Routing::Dense)
+            .with_dropout(-0.1)
+            .validate()
+            .is_err()
+    );
 }
 
 #[allow(non_snake_case)]
 fn TsaModel_without_dropout(m: &tsa_core::TsaModel) -> tsa_core::TsaModel {
     let cfg = m.config.clone().with_dropout(0.0);
     let device = m.device();
-    cfg.init(&device).unwrap().load_record(m.clone().into_record())
+    cfg.init(&device)
+        .unwrap()
+        .load_record(m.clone().into_record())
 }
 
 #[test]
 fn init_schemes_differ_only_in_the_unnamed_layers() {
     let device = cpu();
-    let torch = model(&micro(10, Routing::tsa(0.0)).with_d_model(64).with_init(InitScheme::Torch), 1, &device);
-    let normal = model(&micro(10, Routing::tsa(0.0)).with_d_model(64).with_init(InitScheme::Normal), 1, &device);
+    let torch = model(
+        &micro(10, Routing::tsa(0.0))
+            .with_d_model(64)
+            .with_init(InitScheme::Torch),
+        1,
+        &device,
+    );
+    let normal = model(
+        &micro(10, Routing::tsa(0.0))
+            .with_d_model(64)
+            .with_init(InitScheme::Normal),
+        1,
+        &device,
+    );
     let stats = |t: Tensor<2>| {
         let v = floats(t);
         let n = v.len() as f32;
@@ -202,14 +300,20 @@ fn init_schemes_differ_only_in_the_unnamed_layers() {
     };
     let bound = 1.0 / 64f32.sqrt();
     let (std, max) = stats(torch.blocks[1].attn.qkv.weight.val());
-    assert!(max <= bound && (std - bound / 3f32.sqrt()).abs() < 0.01, "torch qkv: std {std}, max {max}");
+    assert!(
+        max <= bound && (std - bound / 3f32.sqrt()).abs() < 0.01,
+        "torch qkv: std {std}, max {max}"
+    );
     let (std, _) = stats(normal.blocks[1].attn.qkv.weight.val());
     assert!((std - 0.02).abs() < 0.003, "normal qkv: std {std}");
     // Named in Appendix A: the same distribution in both.
     let residual = 0.02 / (2.0f32 * 3.0).sqrt();
     for m in [&torch, &normal] {
         let (std, _) = stats(m.blocks[1].attn.proj.weight.val());
-        assert!((std - residual).abs() < 0.002, "residual projection std {std}");
+        assert!(
+            (std - residual).abs() < 0.002,
+            "residual projection std {std}"
+        );
         let b = floats(m.routers[0].out.bias.as_ref().unwrap().val());
         assert_eq!(b, vec![-1.0]);
     }
@@ -227,10 +331,20 @@ fn recipes_build_and_old_configs_still_load() {
         r.train.validate().unwrap();
     }
     let paper = Recipe::paper_lm(65, Routing::tsa(0.001));
-    assert_eq!((paper.model.dropout, paper.train.warmup_steps, paper.train.lr), (0.1, 0, 3e-4));
+    assert_eq!(
+        (
+            paper.model.dropout,
+            paper.train.warmup_steps,
+            paper.train.lr
+        ),
+        (0.1, 0, 3e-4)
+    );
     // A config written before gates, dropout and init schemes existed.
     let old = r#"{"vocab_size":65,"d_model":64,"n_layers":4,"n_heads":4,"d_ff":256,"context":64,"router_hidden":null,"routing":{"kind":"tsa","lambda":0.001}}"#;
-    assert!(serde_json::from_str::<TsaConfig>(old).is_err(), "(upgrade_json is needed)");
+    assert!(
+        serde_json::from_str::<TsaConfig>(old).is_err(),
+        "(upgrade_json is needed)"
+    );
     let mut v: serde_json::Value = serde_json::from_str(old).unwrap();
     TsaConfig::upgrade_json(&mut v);
     let cfg: TsaConfig = serde_json::from_value(v).unwrap();
@@ -241,5 +355,9 @@ fn recipes_build_and_old_configs_still_load() {
     bad["routing"]["gate"] = serde_json::json!({"kind": "nonsense"});
     TsaConfig::upgrade_json(&mut bad);
     assert!(serde_json::from_value::<TsaConfig>(bad).is_err());
-    assert!(micro(10, gated(TsaGate::StraightThrough, Some(1.5))).validate().is_err());
+    assert!(
+        micro(10, gated(TsaGate::StraightThrough, Some(1.5)))
+            .validate()
+            .is_err()
+    );
 }

@@ -48,9 +48,7 @@ fn impossible_configs_are_refused_with_a_reason() {
         .init(&device)
         .unwrap_err();
     assert!(err.to_string().contains("at least 2 blocks"), "{err}");
-    let err = micro(10, Routing::tsa(f64::NAN))
-        .init(&device)
-        .unwrap_err();
+    let err = micro(10, Routing::tsa(f64::NAN)).init(&device).unwrap_err();
     assert!(err.to_string().contains("λ"), "{err}");
     let err = micro(10, Routing::MixtureOfDepths { capacity: 0.0 })
         .init(&device)
@@ -89,10 +87,7 @@ fn changing_a_later_token_leaves_earlier_positions_unchanged() {
     let cases = [
         (Routing::Dense, Execution::Soft),
         (Routing::tsa(0.0), Execution::Soft),
-        (
-            Routing::tsa(0.0),
-            Execution::Sparse(KeepScale::OneMinusP),
-        ),
+        (Routing::tsa(0.0), Execution::Sparse(KeepScale::OneMinusP)),
         (Routing::EarlyExit, Execution::Soft),
         (Routing::EarlyExit, Execution::Exit { threshold: 0.05 }),
         (

@@ -237,10 +237,7 @@ fn lm_batches_from_a_corpus_train() {
     let device = cpu();
     let text = "the quick brown fox jumps over the lazy dog. ".repeat(40);
     let corpus = tsa_core::data::Corpus::from_text(&text, 16).unwrap();
-    let cfg = micro(
-        corpus.tokenizer.vocab_size(),
-        Routing::tsa(0.001),
-    );
+    let cfg = micro(corpus.tokenizer.vocab_size(), Routing::tsa(0.001));
     let mut trainer = Trainer::new(&cfg, quick(40), &device).unwrap();
     let mut rng = StdRng::seed_from_u64(0);
     let dev = trainer.model.device();
