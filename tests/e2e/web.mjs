@@ -67,6 +67,11 @@ async function cpuSession(browser, base) {
   assert.ok(lastVal < firstVal - 0.3, `val loss did not fall: ${firstVal} -> ${lastVal}`);
   assert.ok(alpha >= 0 && alpha <= 1, `alpha ${alpha}`);
   assert.match(tlops, /^-?\d+(\.\d+)?%$/);
+  // The executed α (p ≤ 0.5 runs) beside the soft one, and its TLOps saved.
+  const executed = await num(page, 'executed-alpha');
+  console.log(`executed alpha ${executed}, executed TLOps saved ${await page.getByTestId('executed-tlops').textContent()}`);
+  assert.ok(executed >= 0 && executed <= 1, `executed alpha ${executed}`);
+  assert.match(await page.getByTestId('executed-tlops').textContent(), /^-?\d+(\.\d+)?%$/);
 
   // Hover a character: the tooltip lists p at both routers (L = 3), matching data-p.
   const heat = page.getByTestId('heatmap');
