@@ -95,6 +95,10 @@ pub struct TrainArgs {
     pub router_bias: Option<f64>,
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
+    /// Start from these weights (a checkpoint, or a safetensors export such as the PyTorch
+    /// twin's) instead of a fresh initialisation; their shapes must fit the recipe's model.
+    #[arg(long)]
+    pub init_from: Option<PathBuf>,
     /// Evaluate every this many steps (default: the recipe's).
     #[arg(long)]
     pub eval_every: Option<usize>,
@@ -268,7 +272,32 @@ pub fn run(
     eval_batches: usize,
     device: &Device,
 ) -> Result<RunResult> {
-    let mut trainer = Trainer::new(model, train.clone(), device)?;
+    run_from(label, data, model, train, eval_every, eval_batches, device, None)
+}
+
+/// [`run`], starting from `initial` weights when given.
+#[allow(clippy::too_many_arguments)]
+pub fn run_from(
+    label: &str,
+    data: &Data,
+    model: &TsaConfig,
+    train: &TrainConfig,
+    eval_every: usize,
+    eval_batches: usize,
+    device: &Device,
+    initial: Option<TsaModel>,
+) -> Result<RunResult> {
+    let mut trainer = match initial {
+        None => Trainer::new(model, train.clone(), device)?,
+        Some(weights) => {
+            train.validate()?;
+            let ad = device.clone().autodiff();
+            let fresh = model.init(&ad)?;
+            let loaded = burn::module::Module::try_load_record(fresh, burn::module::Module::into_record(weights))
+                .map_err(|e| anyhow::anyhow!("--init-from: the weights do not fit the model: {e}"))?;
+            Trainer::from_model(loaded, train.clone(), 0)
+        }
+    };
     let ad = trainer.model.device();
     let eval = data.eval_set(eval_batches, train.batch_size, model.context, device);
     let mut rng = StdRng::seed_from_u64(train.seed);
@@ -394,7 +423,16 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         model.init,
         train.steps
     );
-    let r = run(
+    let initial = match &args.init_from {
+        None => None,
+        Some(path) if path.extension().is_some_and(|e| e == "safetensors") => {
+            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let ad = chosen.device.clone().autodiff();
+            Some(tsa_core::export::from_safetensors(&bytes, &ad).with_context(|| format!("{}", path.display()))?.0)
+        }
+        Some(path) => Some(crate::args::load_checkpoint(path, &chosen.device.clone().autodiff())?.0),
+    };
+    let r = run_from(
         &model.routing.label(),
         &data,
         &model,
@@ -402,6 +440,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         recipe.eval_every,
         recipe.eval_batches,
         &chosen.device,
+        initial,
     )?;
 
     if let Some(dir) = args.out.parent() {

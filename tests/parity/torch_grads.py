@@ -31,7 +31,8 @@ names.update({'tok_emb.weight': m.tok_emb.weight, 'pos_emb': m.pos_emb, 'ln_f.we
 with torch.no_grad():
     for k, p in names.items(): p.copy_(w[k].double())
 g = json.load(open(f'{d}/grads.json'))
-x = torch.tensor(g['tokens']).view(3, 16); y = torch.tensor(g['targets']).view(3, 16)
+T = c['context']
+x = torch.tensor(g['tokens']).view(-1, T); y = torch.tensor(g['targets']).view(-1, T)
 m.eval()
 logits, _, _ = m(x)
 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -48,3 +49,41 @@ for k, p in names.items():
     worst = max(worst, rel)
     if rel > 1e-3: print(f'{k}: rel diff {rel:.2e}  |t| {np.abs(t).max():.2e}')
 print('worst relative gradient difference', worst)
+
+# One optimiser step (quick recipe at step 0: lr 2e-3, clipping 1.0, AdamW β=(0.9, 0.95), weight
+# decay 0.1 on matrices but not embeddings), compared with tsa-core's step in DIR/m1.safetensors.
+import os
+if os.path.exists(f'{d}/m1.safetensors'):
+    w1 = load_file(f'{d}/m1.safetensors')
+    decay = [p for k, p in names.items() if p.dim() >= 2 and 'emb' not in k]
+    rest = [p for k, p in names.items() if not (p.dim() >= 2 and 'emb' not in k)]
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+    opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': rest, 'weight_decay': 0.0}],
+                            lr=2e-3, betas=(0.9, 0.95), eps=1e-8)
+    opt.step()
+    worst = 0
+    for k, p in names.items():
+        t = p.detach().numpy()
+        o = w1[k].double().numpy()
+        moved = np.abs(t - w[k].double().numpy()).max()
+        diff = np.abs(o - t).max()
+        worst = max(worst, diff / (moved + 1e-12))
+        if diff > 0.05 * moved + 1e-9:
+            print(f'{k}: after one step differs by {diff:.2e} (the step moved it by {moved:.2e})')
+    print('worst difference after one step, relative to the step', worst)
+    # 100 more steps on the same batches as tsa-core (lr as the quick recipe's cosine over 600).
+    if os.path.exists(f'{d}/steps.json'):
+        st = json.load(open(f'{d}/steps.json'))
+        ours_l, theirs_l = st['losses'], []
+        for s, (xs, ys) in enumerate(st['batches'], start=1):
+            for g in opt.param_groups:
+                g['lr'] = 2e-3 * (0.1 + 0.45 * (1 + np.cos(np.pi * s / 600)))
+            lg, _, _ = m(torch.tensor(xs).view(-1, T))
+            loss = torch.nn.functional.cross_entropy(lg.reshape(-1, lg.shape[-1]), torch.tensor(ys).view(-1))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+            theirs_l.append(loss.item())
+        for s in (0, 9, 24, 49, 74, 99):
+            print(f'step {s + 2}: tsa-core {ours_l[s]:.5f}  PyTorch {theirs_l[s]:.5f}')

@@ -126,6 +126,10 @@ def train(a):
     chars, tr, va = data(a.corpus)
     routing = {"kind": a.routing, "gate": a.gate}
     model = Twin(len(chars), d, L, H, d_ff, ctx, p, routing)
+    if a.init_from:
+        load(model, a.init_from)
+    if a.export_init:
+        export(model, a, chars, (d, L, H, d_ff, ctx, p), path=a.export_init, step=0)
     decay = [q for n, q in model.named_parameters() if q.dim() >= 2 and "emb" not in n]
     rest = [q for n, q in model.named_parameters() if not (q.dim() >= 2 and "emb" not in n)]
     opt = torch.optim.AdamW(
@@ -172,11 +176,8 @@ def train(a):
     return curve
 
 
-def export(model, a, chars, shape):
-    """Writes the weights under tsa-core's names (safetensors, PyTorch layout) and its metadata."""
-    from safetensors.torch import save_file
-
-    d, L, H, d_ff, ctx, p = shape
+def named(model):
+    """The twin's parameters under tsa-core's names (safetensors, PyTorch layout)."""
     t = {"tok_emb.weight": model.tok_emb.weight, "pos_emb": model.pos_emb, "ln_f.weight": model.ln_f.weight, "ln_f.bias": model.ln_f.bias}
     for i, b in enumerate(model.blocks):
         for ours, theirs in [("ln_attn", b.ln_attn), ("ln_ffn", b.ln_ffn)]:
@@ -188,12 +189,30 @@ def export(model, a, chars, shape):
     for l, r in enumerate(model.routers):
         for ours, theirs in [("fc", r.fc), ("out", r.out)]:
             t[f"routers.{l}.{ours}.weight"], t[f"routers.{l}.{ours}.bias"] = theirs.weight, theirs.bias
+    return t
+
+
+def load(model, path):
+    from safetensors.torch import load_file
+
+    weights = load_file(path)
+    with torch.no_grad():
+        for name, p in named(model).items():
+            p.copy_(weights[name].to(p.dtype))
+
+
+def export(model, a, chars, shape, path=None, step=None):
+    """Writes the weights under tsa-core's names and its metadata (`native-bench import` reads it)."""
+    from safetensors.torch import save_file
+
+    d, L, H, d_ff, ctx, p = shape
     gate = {"soft": "soft", "st": "straight_through"}[a.gate]
     routing = {"kind": "dense"} if a.routing == "dense" else {"kind": "tsa", "lambda": a.lam, "gate": {"kind": gate}, "target": a.target}
     config = {"vocab_size": len(chars), "d_model": d, "n_layers": L, "n_heads": H, "d_ff": d_ff, "context": ctx,
               "router_hidden": None, "routing": routing, "dropout": p, "init": "torch", "router_bias": -1.0}
-    meta = {"config": config, "vocab": chars, "step": a.steps or RECIPES[a.recipe][7]}
-    save_file({k: v.detach().contiguous().float() for k, v in t.items()}, a.out, metadata={"tsa": json.dumps(meta)})
+    meta = {"config": config, "vocab": chars, "step": a.steps or RECIPES[a.recipe][7] if step is None else step}
+    tensors = {k: v.detach().contiguous().float() for k, v in named(model).items()}
+    save_file(tensors, path or a.out, metadata={"tsa": json.dumps(meta)})
 
 
 def compare(ours, theirs):
@@ -218,6 +237,8 @@ if __name__ == "__main__":
     t.add_argument("--corpus", default="data/tinyshakespeare.txt")
     t.add_argument("--out")
     t.add_argument("--log")
+    t.add_argument("--init-from", help="start from these weights (safetensors, tsa-core's names)")
+    t.add_argument("--export-init", help="write the initial weights here before training")
     c = sub.add_parser("compare")
     c.add_argument("ours")
     c.add_argument("theirs")
