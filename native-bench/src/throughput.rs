@@ -216,6 +216,17 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
             });
         }
         if let Some(m) = &trained {
+            // The same trained weights with every block run for every token: the fair baseline
+            // for them (on flex a trained model's GELU is slower than fresh weights', docs/RESULTS.md).
+            let mut all_blocks = m.clone();
+            all_blocks.config.routing = Routing::Dense;
+            conds.push(Condition {
+                name: "trained weights, dense".into(),
+                model: all_blocks,
+                exec: Execution::Soft,
+                times: vec![],
+                alpha: None,
+            });
             conds.push(Condition {
                 name: "sparse-TSA (trained)".into(),
                 model: m.clone(),
