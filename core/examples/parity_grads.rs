@@ -20,7 +20,11 @@ fn main() {
         Routing::Dense
     };
     let quick = std::env::args().any(|a| a == "quick");
-    let (nv, d, l, h, ff, t, b) = if quick { (65, 128, 6, 4, 512, 64, 16) } else { (12, 32, 3, 4, 64, 16, 3) };
+    let (nv, d, l, h, ff, t, b) = if quick {
+        (65, 128, 6, 4, 512, 64, 16)
+    } else {
+        (12, 32, 3, 4, 64, 16, 3)
+    };
     let cfg = TsaConfig::new(nv)
         .with_d_model(d)
         .with_n_layers(l)
@@ -84,7 +88,9 @@ fn main() {
     // Then 100 more steps on fixed pseudo-random batches: the loss trajectory (DIR/steps.json).
     let mut state = 12345u64;
     let mut next = || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((state >> 33) % nv as u64) as i32
     };
     let mut batches = Vec::new();

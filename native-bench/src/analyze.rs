@@ -87,11 +87,7 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
         bail!("{} has no routers to analyse", model.config.routing.label());
     }
     let ctx = model.config.context;
-    let path = args
-        .corpus
-        .clone()
-        .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
-        .unwrap_or_else(|| "data/tinyshakespeare.txt".into());
+    let path = crate::args::corpus_path(args.corpus.as_ref());
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read corpus {}", path.display()))?;
     let corpus = Corpus::with_tokenizer(&text, tok.clone(), ctx)?;

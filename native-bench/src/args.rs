@@ -1,6 +1,6 @@
 //! Command-line pieces more than one subcommand takes: the model's shape flags and a checkpoint.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use burn::tensor::Device;
@@ -30,6 +30,14 @@ impl ShapeArgs {
         config.d_ff = self.d_ff.unwrap_or(config.d_ff);
         config
     }
+}
+
+/// The corpus: the flag, else $TSA_CORPUS, else data/tinyshakespeare.txt (where scripts/setup.sh
+/// puts Tiny-Shakespeare).
+pub fn corpus_path(flag: Option<&PathBuf>) -> PathBuf {
+    flag.cloned()
+        .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("data/tinyshakespeare.txt"))
 }
 
 /// Reads a checkpoint written by `train` (or the web app); the error names the file.

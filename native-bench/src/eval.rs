@@ -59,11 +59,7 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         )
     };
     let ctx = model.config.context;
-    let path = args
-        .corpus
-        .clone()
-        .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
-        .unwrap_or_else(|| "data/tinyshakespeare.txt".into());
+    let path = crate::args::corpus_path(args.corpus.as_ref());
     let bytes =
         std::fs::read(&path).with_context(|| format!("cannot read corpus {}", path.display()))?;
     let text =

@@ -141,30 +141,20 @@ impl TrainArgs {
         };
         let mut model = self.shape.apply(base.model);
         let mut train = base.train.with_seed(self.seed);
-        if let Some(v) = self.context {
-            model.context = v;
+        // Each flag given replaces its part of the recipe.
+        fn set<T: Copy>(part: &mut T, flag: Option<T>) {
+            if let Some(v) = flag {
+                *part = v;
+            }
         }
-        if let Some(v) = self.dropout {
-            model.dropout = v;
-        }
-        if let Some(v) = self.init {
-            model.init = v;
-        }
-        if let Some(v) = self.router_bias {
-            model.router_bias = v;
-        }
-        if let Some(v) = self.steps {
-            train.steps = v;
-        }
-        if let Some(v) = self.batch {
-            train.batch_size = v;
-        }
-        if let Some(v) = self.lr {
-            train.lr = v;
-        }
-        if let Some(v) = self.warmup {
-            train.warmup_steps = v;
-        }
+        set(&mut model.context, self.context);
+        set(&mut model.dropout, self.dropout);
+        set(&mut model.init, self.init);
+        set(&mut model.router_bias, self.router_bias);
+        set(&mut train.steps, self.steps);
+        set(&mut train.batch_size, self.batch);
+        set(&mut train.lr, self.lr);
+        set(&mut train.warmup_steps, self.warmup);
         Recipe {
             model,
             train,
@@ -223,10 +213,7 @@ impl Data {
 }
 
 pub fn load_corpus(path: Option<&PathBuf>, context: usize) -> Result<Corpus> {
-    let path = path
-        .cloned()
-        .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("data/tinyshakespeare.txt"));
+    let path = crate::args::corpus_path(path);
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)", path.display()))?;
     Corpus::from_bytes(&bytes, context).with_context(|| format!("corpus {}", path.display()))
 }
@@ -272,7 +259,16 @@ pub fn run(
     eval_batches: usize,
     device: &Device,
 ) -> Result<RunResult> {
-    run_from(label, data, model, train, eval_every, eval_batches, device, None)
+    run_from(
+        label,
+        data,
+        model,
+        train,
+        eval_every,
+        eval_batches,
+        device,
+        None,
+    )
 }
 
 /// [`run`], starting from `initial` weights when given.
@@ -293,8 +289,11 @@ pub fn run_from(
             train.validate()?;
             let ad = device.clone().autodiff();
             let fresh = model.init(&ad)?;
-            let loaded = burn::module::Module::try_load_record(fresh, burn::module::Module::into_record(weights))
-                .map_err(|e| anyhow::anyhow!("--init-from: the weights do not fit the model: {e}"))?;
+            let loaded = burn::module::Module::try_load_record(
+                fresh,
+                burn::module::Module::into_record(weights),
+            )
+            .map_err(|e| anyhow::anyhow!("--init-from: the weights do not fit the model: {e}"))?;
             Trainer::from_model(loaded, train.clone(), 0)
         }
     };
@@ -426,11 +425,18 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     let initial = match &args.init_from {
         None => None,
         Some(path) if path.extension().is_some_and(|e| e == "safetensors") => {
-            let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
             let ad = chosen.device.clone().autodiff();
-            Some(tsa_core::export::from_safetensors(&bytes, &ad).with_context(|| format!("{}", path.display()))?.0)
+            Some(
+                tsa_core::export::from_safetensors(&bytes, &ad)
+                    .with_context(|| format!("{}", path.display()))?
+                    .0,
+            )
         }
-        Some(path) => Some(crate::args::load_checkpoint(path, &chosen.device.clone().autodiff())?.0),
+        Some(path) => {
+            Some(crate::args::load_checkpoint(path, &chosen.device.clone().autodiff())?.0)
+        }
     };
     let r = run_from(
         &model.routing.label(),
