@@ -143,6 +143,7 @@ fn arm(
         recipe.eval_every,
         recipe.eval_batches,
         device,
+        None,
     )?;
     // Sparse inference itself (gather/scatter), with the scale the variant was trained for.
     let (sparse_val_loss, sparse_alpha) = if routing.has_routers() {

@@ -249,31 +249,10 @@ pub struct RunResult {
     pub seconds: f64,
 }
 
-/// Trains one model and evaluates it every `eval_every` steps (and at the end).
-pub fn run(
-    label: &str,
-    data: &Data,
-    model: &TsaConfig,
-    train: &TrainConfig,
-    eval_every: usize,
-    eval_batches: usize,
-    device: &Device,
-) -> Result<RunResult> {
-    run_from(
-        label,
-        data,
-        model,
-        train,
-        eval_every,
-        eval_batches,
-        device,
-        None,
-    )
-}
-
-/// [`run`], starting from `initial` weights when given.
+/// Trains one model (from `initial` weights when given) and evaluates it every `eval_every`
+/// steps and at the end.
 #[allow(clippy::too_many_arguments)]
-pub fn run_from(
+pub fn run(
     label: &str,
     data: &Data,
     model: &TsaConfig,
@@ -438,7 +417,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             Some(crate::args::load_checkpoint(path, &chosen.device.clone().autodiff())?.0)
         }
     };
-    let r = run_from(
+    let r = run(
         &model.routing.label(),
         &data,
         &model,
