@@ -22,6 +22,16 @@ const STEPS: usize = 20;
 
 /// (first loss, last loss, α at the last step) after `STEPS` steps on one fixed batch.
 async fn train(name: &str, device: &Device) -> (f32, f32, f32) {
+    train_with(name, device, Routing::tsa(0.01), 0.0).await
+}
+
+/// The same with another routing and dropout.
+async fn train_with(
+    name: &str,
+    device: &Device,
+    routing: Routing,
+    dropout: f64,
+) -> (f32, f32, f32) {
     let context = 16;
     let corpus = Corpus::from_text(TEXT, context).expect("corpus");
     let model = TsaConfig::new(corpus.tokenizer.vocab_size())
@@ -30,7 +40,8 @@ async fn train(name: &str, device: &Device) -> (f32, f32, f32) {
         .with_n_heads(2)
         .with_d_ff(64)
         .with_context(context)
-        .with_routing(Routing::tsa(0.01));
+        .with_dropout(dropout)
+        .with_routing(routing);
     let train = TrainConfig::new()
         .with_lr(1e-2)
         .with_warmup_steps(1)
@@ -65,6 +76,24 @@ fn check((first, last, alpha): (f32, f32, f32)) {
     assert!((0.0..=1.0).contains(&alpha), "alpha {alpha} outside [0, 1]");
 }
 
+thread_local! {
+    static WEBGPU: std::cell::RefCell<Option<Device>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The page's WebGPU device, initialised once (a second initialisation is refused).
+async fn webgpu() -> Device {
+    if let Some(device) = WEBGPU.with(|d| d.borrow().clone()) {
+        return device;
+    }
+    let device = Device::wgpu_options()
+        .graphics_api(WgpuBackend::WebGpu)
+        .init_async()
+        .await
+        .expect("a WebGPU adapter (run Chromium with --enable-unsafe-webgpu)");
+    WEBGPU.with(|d| *d.borrow_mut() = Some(device.clone()));
+    device
+}
+
 #[wasm_bindgen_test]
 async fn trains_on_flex_in_wasm() {
     check(train("flex", &Device::flex()).await);
@@ -72,10 +101,36 @@ async fn trains_on_flex_in_wasm() {
 
 #[wasm_bindgen_test]
 async fn trains_on_webgpu() {
-    let device = Device::wgpu_options()
-        .graphics_api(WgpuBackend::WebGpu)
-        .init_async()
-        .await
-        .expect("a WebGPU adapter (run Chromium with --enable-unsafe-webgpu)");
+    let device = webgpu().await;
     check(train("webgpu", &device).await);
+}
+
+/// Dropout (seeded, on the device: no host read) and the straight-through gate train in the
+/// browser on both backends.
+#[wasm_bindgen_test]
+async fn trains_with_dropout_and_a_straight_through_gate() {
+    let routing = Routing::Tsa {
+        lambda: 0.0,
+        gate: tsa_core::TsaGate::StraightThrough,
+        target: Some(0.5),
+    };
+    check(
+        train_with(
+            "flex, dropout 0.1, straight-through",
+            &Device::flex(),
+            routing,
+            0.1,
+        )
+        .await,
+    );
+    let device = webgpu().await;
+    check(
+        train_with(
+            "webgpu, dropout 0.1, straight-through",
+            &device,
+            routing,
+            0.1,
+        )
+        .await,
+    );
 }
