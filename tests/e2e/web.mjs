@@ -6,9 +6,12 @@
 //   node tests/e2e/web.mjs            (after scripts/web; scripts/test runs it)
 //   TSA_E2E_WEBGPU=0 node ...         skips the short WebGPU run
 import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { serve, launch, setFields } from './harness.mjs';
 
+const distDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist');
 const num = async (page, id) => parseFloat((await page.getByTestId(id).textContent()) ?? '');
 /// Waits until the step counter reads `total / total`, failing early on an error banner.
 async function waitForSteps(page, total, timeout) {
@@ -133,6 +136,28 @@ async function cpuSession(browser, base) {
   console.log(`checkpoint ${ckpt.length} bytes, val loss after upload ${reloaded}`);
   assert.ok(Math.abs(reloaded - lastVal) < 1e-3, `uploaded model's val loss ${reloaded} vs ${lastVal}`);
   assert.equal(await heat.getByTestId('token').count(), nTokens, 'the heatmap is back at once');
+
+  // ?model=URL opens a checkpoint the local server serves; a URL that fails is a clear message.
+  const served = path.join(distDir, 'e2e-model.tsa');
+  fs.writeFileSync(served, ckpt);
+  try {
+    const byUrl = await open(browser, base, '/?backend=cpu&model=e2e-model.tsa');
+    await byUrl.page.waitForFunction(([s]) => !document.querySelector('[data-testid=error]') &&
+      (document.querySelector('[data-testid=step]')?.textContent ?? '').startsWith(`${s} /`) &&
+      /^\d/.test(document.querySelector('[data-testid=val-loss]')?.textContent ?? ''), [steps], { timeout: 60_000 });
+    const fromUrl = await num(byUrl.page, 'val-loss');
+    console.log(`?model=e2e-model.tsa: val loss ${fromUrl}`);
+    assert.ok(Math.abs(fromUrl - lastVal) < 1e-3, `model opened by URL: val loss ${fromUrl} vs ${lastVal}`);
+    await byUrl.page.close();
+    const bad = await open(browser, base, '/?backend=cpu&model=missing.tsa');
+    await bad.page.getByTestId('error').waitFor({ timeout: 60_000 });
+    const badText = await bad.page.getByTestId('error').textContent();
+    console.log(`?model=missing.tsa: ${badText}`);
+    assert.match(badText, /could not fetch the model at missing\.tsa/);
+    await bad.page.close();
+  } finally {
+    fs.rmSync(served, { force: true });
+  }
 
   // Text that is not UTF-8: refused, the previous text kept.
   await page.getByTestId('corpus-upload').setInputFiles({ name: 'bad.txt', mimeType: 'text/plain', buffer: Buffer.from([0xff, 0xfe, 0x00, 0xc3]) });

@@ -92,6 +92,14 @@ pub fn App() -> impl IntoView {
         }
     };
     let settings = RwSignal::new(Settings::preset(Preset::Tiny));
+    // `?model=URL`: open a checkpoint from any URL the browser can fetch (a shared trained model).
+    if let Some(url) = files::query("model") {
+        let url = js_sys::decode_uri_component(&url)
+            .ok()
+            .and_then(|u| u.as_string())
+            .unwrap_or(url);
+        send(Command::OpenUrl(url, settings.get_untracked()));
+    }
     let busy = Signal::derive(move || ui.status.get() == Status::Running);
     let pasted = NodeRef::<leptos::html::Textarea>::new();
 

@@ -31,6 +31,8 @@ pub enum Command {
     Generate,
     Download,
     Upload(Vec<u8>, Settings),
+    /// Fetch a checkpoint from a URL, then as `Upload`.
+    OpenUrl(String, Settings),
     Corpus {
         name: String,
         bytes: Vec<u8>,
@@ -229,6 +231,12 @@ impl Runner {
             Command::Generate => self.generate().await,
             Command::Download => self.download().await,
             Command::Upload(bytes, settings) => self.upload(bytes, settings).await,
+            Command::OpenUrl(url, settings) => match files::fetch_bytes(&url).await {
+                Ok(bytes) => self.upload(bytes, settings).await,
+                Err(e) => self.ui.fail(format!(
+                    "could not fetch the model at {url} ({e}); the current model is kept"
+                )),
+            },
             Command::Corpus {
                 name,
                 bytes,
