@@ -50,6 +50,10 @@ pub enum TsaGate {
     /// update, halted ones none: exactly what sparse inference runs); the backward pass uses the
     /// gradient of the soft gate 1 − p.
     StraightThrough,
+    /// Straight-through, with kept tokens' updates scaled by 1 − p (as Mixture-of-Depths scales by
+    /// its router weight): the forward pass is keep·(1 − p), exactly what sparse inference with
+    /// `KeepScale::OneMinusP` runs; the router also learns through the scale of kept updates.
+    StraightThroughScaled,
     /// Gumbel-sigmoid relaxation: the gate is σ((logit(1 − p) + logistic noise)/τ), with τ
     /// annealed geometrically from 1 to 0.05 over training so that it ends (nearly) binary;
     /// the forward pass is hard (straight-through on the sample) in the last fifth of training.
@@ -60,7 +64,7 @@ impl TsaGate {
     /// How kept tokens are scaled at inference so that it matches training.
     pub fn keep_scale(self) -> KeepScale {
         match self {
-            TsaGate::Soft => KeepScale::OneMinusP,
+            TsaGate::Soft | TsaGate::StraightThroughScaled => KeepScale::OneMinusP,
             TsaGate::StraightThrough | TsaGate::Gumbel => KeepScale::One,
         }
     }
@@ -69,6 +73,7 @@ impl TsaGate {
         match self {
             TsaGate::Soft => "soft",
             TsaGate::StraightThrough => "st",
+            TsaGate::StraightThroughScaled => "st-scaled",
             TsaGate::Gumbel => "gumbel",
         }
     }

@@ -61,6 +61,9 @@ pub fn tsa_gate(gate: TsaGate, z: Tensor<2>, p: Tensor<2>, progress: Option<f64>
         (TsaGate::StraightThrough, _) | (TsaGate::Gumbel, None) => {
             straight_through(kept(p).float(), soft)
         }
+        (TsaGate::StraightThroughScaled, _) => {
+            straight_through(kept(p).float(), soft.clone()) * soft
+        }
         (TsaGate::Gumbel, Some(progress)) => {
             let tau = GUMBEL_TAU_END.powf(progress.clamp(0.0, 1.0));
             let u = Tensor::<2>::random(

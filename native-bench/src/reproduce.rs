@@ -211,7 +211,7 @@ fn exit_sweep(
 
 /// The Pareto table's trained arms (early exit's points come from its threshold sweep).
 fn pareto_arms() -> Vec<(String, Routing)> {
-    use tsa_core::TsaGate::{Gumbel, StraightThrough};
+    use tsa_core::TsaGate::{Gumbel, StraightThrough, StraightThroughScaled};
     let gated = |gate, target: f64| Routing::Tsa {
         lambda: 0.0,
         gate,
@@ -226,6 +226,12 @@ fn pareto_arms() -> Vec<(String, Routing)> {
         arms.push((
             format!("TSA straight-through α*={t}"),
             gated(StraightThrough, t),
+        ));
+    }
+    for t in [0.5, 0.35] {
+        arms.push((
+            format!("TSA straight-through ×(1−p) α*={t}"),
+            gated(StraightThroughScaled, t),
         ));
     }
     arms.push(("TSA Gumbel α*=0.5".into(), gated(Gumbel, 0.5)));

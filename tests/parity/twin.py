@@ -109,7 +109,8 @@ class Twin:
                 halting.append(p)
                 gate = routing.get("gate", {"kind": "soft"})["kind"]
                 # The soft gate 1 − p; hard gates evaluate as the inference rule (p ≤ 0.5 runs).
-                g = (1.0 - p if gate == "soft" else (p <= HALT_THRESHOLD).astype(np.float64))[..., None]
+                kept = (p <= HALT_THRESHOLD).astype(np.float64)
+                g = {"soft": 1.0 - p, "straight_through_scaled": kept * (1.0 - p)}.get(gate, kept)[..., None]
             elif routing["kind"] != "dense":
                 raise SystemExit(f"the twin covers dense and TSA models, not {routing['kind']}")
             h = self.block(l + 1, h, g)

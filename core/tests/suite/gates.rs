@@ -87,6 +87,33 @@ fn straight_through_trains_exactly_what_runs() {
 }
 
 #[test]
+fn straight_through_scaled_trains_what_sparse_runs_with_one_minus_p() {
+    let device = cpu();
+    let x = tokens(&rows(2, 12, 10, 1), &device);
+    let m = halting_some(micro(10, gated(TsaGate::StraightThroughScaled, None)));
+    assert_eq!(m.config.routing.keep_scale(), KeepScale::OneMinusP);
+    let train = m.forward(x.clone(), Execution::Train { progress: 0.5 });
+    let run = m.forward(x.clone(), Execution::Sparse(KeepScale::OneMinusP));
+    let executed = floats(metrics::executed_alpha(&run.halting).unwrap())[0];
+    assert!(
+        executed > 0.05 && executed < 0.95,
+        "executed α = {executed}"
+    );
+    let diff = max_abs_diff(&floats(train.logits), &floats(run.logits));
+    assert!(
+        diff < 1e-4,
+        "training forward differs from sparse inference by {diff}"
+    );
+    // Kept tokens get 1 − p, halted ones 0.
+    for (a, p) in train.active.iter().zip(&train.halting) {
+        for (g, p) in floats(a.clone()).into_iter().zip(floats(p.clone())) {
+            let want = if p <= 0.5 { 1.0 - p } else { 0.0 };
+            assert!((g - want).abs() < 1e-6, "gate {g} for p {p}");
+        }
+    }
+}
+
+#[test]
 fn soft_gates_do_not_equal_their_threshold_but_hard_equals_sparse() {
     let cfg = micro(10, Routing::tsa(0.0)).with_router_bias(0.0);
     let m = model(&cfg, 4, &cpu());
