@@ -31,6 +31,18 @@ pub struct CheckpointMeta {
     pub step: usize,
 }
 
+impl CheckpointMeta {
+    /// Parses the metadata JSON (a checkpoint's header, a safetensors export's `tsa` entry),
+    /// filling in the config fields that files written before them lack.
+    pub fn from_json(json: &[u8]) -> serde_json::Result<Self> {
+        let mut value: serde_json::Value = serde_json::from_slice(json)?;
+        if let Some(c) = value.get_mut("config") {
+            TsaConfig::upgrade_json(c);
+        }
+        serde_json::from_value(value)
+    }
+}
+
 fn bad(msg: impl Into<String>) -> TsaError {
     TsaError::Checkpoint(msg.into())
 }
@@ -97,15 +109,8 @@ fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
     let header = body
         .get(at..at + header_len)
         .ok_or_else(|| bad("header runs past the end"))?;
-    let meta: CheckpointMeta = serde_json::from_slice::<serde_json::Value>(header)
-        .map(|mut v| {
-            if let Some(c) = v.get_mut("config") {
-                TsaConfig::upgrade_json(c);
-            }
-            v
-        })
-        .and_then(serde_json::from_value)
-        .map_err(|e| bad(format!("header unreadable: {e}")))?;
+    let meta =
+        CheckpointMeta::from_json(header).map_err(|e| bad(format!("header unreadable: {e}")))?;
     at += header_len;
     let len_bytes = body
         .get(at..at + 8)

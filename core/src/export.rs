@@ -10,7 +10,6 @@ use burn::store::{BurnToPyTorchAdapter, ModuleSnapshot, PyTorchToBurnAdapter, Sa
 use burn::tensor::Device;
 
 use crate::checkpoint::{self, CheckpointMeta};
-use crate::config::TsaConfig;
 use crate::error::{Result, TsaError};
 use crate::model::TsaModel;
 
@@ -46,13 +45,8 @@ pub fn from_safetensors(bytes: &[u8], device: &Device) -> Result<(TsaModel, Chec
         .as_ref()
         .and_then(|m| m.get(META_KEY))
         .ok_or_else(|| bad(format!("no `{META_KEY}` metadata: not a TSA model export")))?;
-    let mut value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| bad(format!("`{META_KEY}` metadata: {e}")))?;
-    if let Some(c) = value.get_mut("config") {
-        TsaConfig::upgrade_json(c);
-    }
-    let meta: CheckpointMeta =
-        serde_json::from_value(value).map_err(|e| bad(format!("`{META_KEY}` metadata: {e}")))?;
+    let meta = CheckpointMeta::from_json(json.as_bytes())
+        .map_err(|e| bad(format!("`{META_KEY}` metadata: {e}")))?;
     let mut model = meta.config.init(device)?;
     let mut store = SafetensorsStore::from_bytes(Some(bytes.to_vec()))
         .with_from_adapter(PyTorchToBurnAdapter)

@@ -71,6 +71,18 @@ struct Condition {
     alpha: Option<f64>,
 }
 
+impl Condition {
+    fn new(name: impl Into<String>, model: TsaModel, exec: Execution) -> Self {
+        Self {
+            name: name.into(),
+            model,
+            exec,
+            times: vec![],
+            alpha: None,
+        }
+    }
+}
+
 /// Sets each router's final bias so that exactly a share `alpha` of this batch's tokens is kept
 /// (p ≤ 0.5) at every router, in order (router l's input depends on the routers before it).
 pub fn calibrate(mut model: TsaModel, tokens: &Tensor<2, Int>, alpha: f64) -> Result<TsaModel> {
@@ -183,64 +195,42 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
             .collect();
         let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, seq]), &device);
         let mut conds = vec![
-            Condition {
-                name: "baseline (dense)".into(),
-                model: dense.clone(),
-                exec: Execution::Soft,
-                times: vec![],
-                alpha: None,
-            },
-            Condition {
-                name: "soft-TSA".into(),
-                model: tsa.clone(),
-                exec: Execution::Soft,
-                times: vec![],
-                alpha: None,
-            },
+            Condition::new("baseline (dense)", dense.clone(), Execution::Soft),
+            Condition::new("soft-TSA", tsa.clone(), Execution::Soft),
         ];
         for &a in &args.alphas {
             let m = calibrate(tsa.clone(), &tokens, a)?;
-            conds.push(Condition {
-                name: format!("sparse-TSA α={a}"),
-                model: m.clone(),
-                exec: Execution::Sparse(KeepScale::OneMinusP),
-                times: vec![],
-                alpha: None,
-            });
-            conds.push(Condition {
-                name: format!("sparse-TSA+queries α={a}"),
-                model: m,
-                exec: Execution::SparseQueries(KeepScale::OneMinusP),
-                times: vec![],
-                alpha: None,
-            });
+            conds.push(Condition::new(
+                format!("sparse-TSA α={a}"),
+                m.clone(),
+                Execution::Sparse(KeepScale::OneMinusP),
+            ));
+            conds.push(Condition::new(
+                format!("sparse-TSA+queries α={a}"),
+                m,
+                Execution::SparseQueries(KeepScale::OneMinusP),
+            ));
         }
         if let Some(m) = &trained {
             // The same trained weights with every block run for every token: the fair baseline
             // for them (on flex a trained model's GELU is slower than fresh weights', docs/RESULTS.md).
             let mut all_blocks = m.clone();
             all_blocks.config.routing = Routing::Dense;
-            conds.push(Condition {
-                name: "trained weights, dense".into(),
-                model: all_blocks,
-                exec: Execution::Soft,
-                times: vec![],
-                alpha: None,
-            });
-            conds.push(Condition {
-                name: "sparse-TSA (trained)".into(),
-                model: m.clone(),
-                exec: Execution::Sparse(m.config.routing.keep_scale()),
-                times: vec![],
-                alpha: None,
-            });
-            conds.push(Condition {
-                name: "sparse-TSA+queries (trained)".into(),
-                model: m.clone(),
-                exec: Execution::SparseQueries(m.config.routing.keep_scale()),
-                times: vec![],
-                alpha: None,
-            });
+            conds.push(Condition::new(
+                "trained weights, dense",
+                all_blocks,
+                Execution::Soft,
+            ));
+            conds.push(Condition::new(
+                "sparse-TSA (trained)",
+                m.clone(),
+                Execution::Sparse(m.config.routing.keep_scale()),
+            ));
+            conds.push(Condition::new(
+                "sparse-TSA+queries (trained)",
+                m.clone(),
+                Execution::SparseQueries(m.config.routing.keep_scale()),
+            ));
         }
         for c in conds.iter_mut() {
             c.alpha = executed_alpha(&c.model, &tokens, c.exec)?;
