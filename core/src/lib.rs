@@ -7,6 +7,7 @@
 
 pub mod attention;
 pub mod block;
+pub mod char_class;
 pub mod checkpoint;
 pub mod config;
 pub mod data;

@@ -48,6 +48,17 @@ pub fn halting_histogram(halting: &[Tensor<2>]) -> Option<Tensor<2>> {
     (!rows.is_empty()).then(|| Tensor::stack(rows, 0))
 }
 
+/// The same bins for probabilities already read to the host: the share of `p` in each tenth of
+/// [0, 1] (all zero for an empty slice).
+pub fn histogram(p: &[f32]) -> Vec<f64> {
+    let mut bins = vec![0.0; HIST_BINS];
+    for &v in p {
+        let k = ((v as f64) * HIST_BINS as f64).floor().clamp(0.0, (HIST_BINS - 1) as f64);
+        bins[k as usize] += 1.0 / p.len() as f64;
+    }
+    bins
+}
+
 /// Depth regularisation (§2.4): L_depth = λ · α.
 pub fn depth_loss(lambda: f64, active: &[Tensor<2>]) -> Option<Tensor<1>> {
     alpha(active).map(|a| a.mul_scalar(lambda))

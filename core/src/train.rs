@@ -36,7 +36,7 @@ pub struct StepStats {
 }
 
 /// Evaluation over a fixed set of batches.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EvalStats {
     /// Mean cross-entropy, nats.
     pub loss: f64,

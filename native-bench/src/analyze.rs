@@ -8,6 +8,7 @@ use burn::tensor::activation::log_softmax;
 use clap::Args;
 use serde::Serialize;
 use tsa_core::Execution;
+use tsa_core::char_class::{CLASSES, class};
 use tsa_core::data::{Batch, Corpus, Split};
 use tsa_core::read::block_on;
 
@@ -28,34 +29,6 @@ pub struct AnalyzeArgs {
     pub device: DeviceChoice,
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
-}
-
-pub const CLASSES: [&str; 7] = [
-    "space",
-    "newline",
-    "punctuation",
-    "capital",
-    "word-initial letter",
-    "mid-word letter",
-    "other",
-];
-
-/// The class of `c` given the character before it.
-pub fn class(prev: Option<char>, c: char) -> usize {
-    match c {
-        ' ' => 0,
-        '\n' => 1,
-        c if c.is_ascii_punctuation() => 2,
-        c if c.is_uppercase() => 3,
-        c if c.is_alphabetic() => {
-            if prev.is_some_and(|p| p.is_alphabetic() || p == '\'') {
-                5
-            } else {
-                4
-            }
-        }
-        _ => 6,
-    }
 }
 
 #[derive(Debug, Serialize)]

@@ -1,8 +1,9 @@
 //! What the visitor chooses before pressing Start, and how it becomes a model and a schedule.
 
+use serde::{Deserialize, Serialize};
 use tsa_core::{Recipe, Routing, TrainConfig, TsaConfig};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Preset {
     /// Trains in about a minute on a CPU.
     Tiny,
@@ -28,7 +29,7 @@ impl Preset {
 }
 
 /// The form's values. Heads and context follow the preset; the rest can be edited.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     pub preset: Preset,
     pub d_model: usize,

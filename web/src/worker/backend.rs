@@ -12,28 +12,7 @@ use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    WebGpu,
-    Cpu,
-}
-
-impl Kind {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "webgpu" => Some(Kind::WebGpu),
-            "cpu" => Some(Kind::Cpu),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::WebGpu => "webgpu",
-            Kind::Cpu => "cpu",
-        }
-    }
-}
+pub use crate::protocol::Kind;
 
 #[derive(Debug, Clone)]
 pub struct Backend {
@@ -54,7 +33,7 @@ pub struct Adapter {
 static LOST: Mutex<Option<String>> = Mutex::new(None);
 
 thread_local! {
-    /// Burn's wgpu runtime can be initialised once per page.
+    /// Burn's wgpu runtime can be initialised once per worker.
     static WEBGPU: RefCell<Option<Backend>> = const { RefCell::new(None) };
 }
 
@@ -67,7 +46,8 @@ fn field(obj: &JsValue, name: &str) -> JsValue {
 }
 
 pub async fn probe() -> Option<Adapter> {
-    let navigator = web_sys::window()?.navigator();
+    // `navigator.gpu` exists in dedicated workers too; there is no `window` to ask.
+    let navigator = field(&js_sys::global(), "navigator");
     let gpu = field(&navigator, "gpu");
     if gpu.is_undefined() || gpu.is_null() {
         return None;

@@ -10,21 +10,14 @@ use tsa_core::checkpoint::{self, CheckpointMeta};
 use tsa_core::data::{Batch, CharTokenizer, Corpus, Split};
 use tsa_core::{EvalStats, Execution, StepStats, TrainConfig, Trainer, TsaConfig, read};
 
+use crate::protocol::TokenView;
 use crate::settings::Settings;
 
 /// Validation windows per evaluation (fixed and seeded, so evaluations are comparable).
 const EVAL_BATCHES: usize = 2;
-/// Characters of the validation passage shown in the heatmap (at most one context).
-const PASSAGE_CHARS: usize = 128;
-
-/// One character with what every router said about it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TokenView {
-    pub index: usize,
-    pub ch: char,
-    /// p_l at each router l (empty for the dense baseline).
-    pub p: Vec<f32>,
-}
+/// Characters of the validation passage shown in the heatmap: several contexts, routed as
+/// consecutive windows of one batch (each window attends only within itself, as in training).
+const PASSAGE_CHARS: usize = 512;
 
 pub struct Session {
     pub trainer: Trainer,
@@ -134,20 +127,27 @@ impl Session {
 
     /// The opening of the validation split with each character's halting probabilities.
     pub async fn passage(&self) -> Result<Vec<TokenView>, String> {
-        let n = PASSAGE_CHARS.min(self.config().context);
-        let ids = self.corpus.split(Split::Val)[..n].to_vec();
-        self.route(&ids).await
+        let context = self.config().context;
+        let val = self.corpus.split(Split::Val);
+        // Whole windows only: every character is routed with the same kind of context.
+        let n = (PASSAGE_CHARS.min(val.len()) / context).max(1) * context;
+        self.route(&val[..n.min(val.len())]).await
     }
 
-    /// p_l at every router for each token of `ids` (one window, soft gates).
+    /// p_l at every router for each token of `ids` (soft gates), in windows of one context.
     pub async fn route(&self, ids: &[u32]) -> Result<Vec<TokenView>, String> {
         let context = self.config().context;
-        let ids = &ids[ids.len().saturating_sub(context)..];
+        let (rows, t) = match ids.len() {
+            n if n <= context => (1, n),
+            n => (n / context, context),
+        };
+        let ids = &ids[..rows * t];
         let model = self.trainer.inference_model();
         let device = model.device();
-        let data = TensorData::new(ids.iter().map(|&t| t as i32).collect(), [1, ids.len()]);
+        let data = TensorData::new(ids.iter().map(|&t| t as i32).collect(), [rows, t]);
         let out = model.forward(Tensor::<2, Int>::from_data(data, &device), Execution::Soft);
         let routers = out.halting.len();
+        // [routers · rows · t]: router-major, then the windows in order.
         let p = match routers {
             0 => Vec::new(),
             _ => read::floats(Tensor::cat(out.halting, 0))
@@ -155,31 +155,33 @@ impl Session {
                 .map_err(|e| e.to_string())?,
         };
         let chars = self.tokenizer.decode(ids).map_err(|e| e.to_string())?;
+        let n = ids.len();
         Ok(chars
             .chars()
             .enumerate()
             .map(|(i, ch)| TokenView {
                 index: i,
                 ch,
-                p: (0..routers).map(|l| p[l * ids.len() + i]).collect(),
+                p: (0..routers).map(|l| p[l * n + i]).collect(),
             })
             .collect())
     }
 
-    /// `n` characters continuing a validation prompt, each with its routers' probabilities.
-    pub async fn generate(&mut self, n: usize) -> Result<Vec<TokenView>, String> {
+    /// `n` characters continuing a validation prompt, each with its routers' probabilities, and
+    /// the share of routed updates that ran. `sparse` runs only blocks whose router kept the token.
+    pub async fn generate(&mut self, n: usize, sparse: bool) -> Result<(Vec<TokenView>, f64), String> {
         let prompt_len = 32.min(self.config().context);
         let prompt = self.corpus.split(Split::Val)[..prompt_len].to_vec();
         let model = self.trainer.inference_model();
         let generation = model
-            .generate(&prompt, n, 0.8, false, &mut self.rng)
+            .generate(&prompt, n, 0.8, sparse, &mut self.rng)
             .await
             .map_err(|e| e.to_string())?;
         let text = self
             .tokenizer
             .decode(&generation.tokens)
             .map_err(|e| e.to_string())?;
-        Ok(text
+        let tokens = text
             .chars()
             .zip(
                 generation
@@ -193,7 +195,8 @@ impl Session {
                 ch,
                 p: p.clone(),
             })
-            .collect())
+            .collect();
+        Ok((tokens, generation.alpha))
     }
 
     /// The checkpoint file (`native-bench train` writes and reads the same format).

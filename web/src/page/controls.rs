@@ -1,0 +1,134 @@
+//! The form (preset, model, shape and schedule), the run buttons, and the backend choice.
+
+use leptos::prelude::*;
+
+use super::Ctx;
+use crate::protocol::{Command, Kind, Status};
+use crate::settings::{Preset, Settings};
+
+fn parse<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a valid number"))
+}
+
+#[component]
+pub fn BackendSelect() -> impl IntoView {
+    let ctx = Ctx::use_context();
+    let shell = ctx.state.shell;
+    view! {
+        <p>
+            "Backend: " <strong data-testid="backend">{move || shell.with(|s| s.backend.clone())}</strong> " "
+            <select
+                aria-label="backend"
+                disabled=ctx.busy()
+                on:change=move |ev| {
+                    if let Some(k) = Kind::parse(&event_target_value(&ev)) {
+                        ctx.send(Command::Backend(k));
+                    }
+                }
+                prop:value=move || shell.with(|s| s.backend_kind.map_or("", |k| k.name()))
+            >
+                <option value="webgpu">"WebGPU"</option>
+                <option value="cpu">"CPU (flex)"</option>
+            </select>
+        </p>
+    }
+}
+
+/// A labelled text field bound to one setting; a value that does not parse is a message.
+#[component]
+fn Field(
+    label: &'static str,
+    get: fn(&Settings) -> String,
+    set: fn(&mut Settings, &str) -> Result<(), String>,
+) -> impl IntoView {
+    let ctx = Ctx::use_context();
+    let settings = ctx.settings;
+    view! {
+        <label class="field">
+            <span>{label}</span>
+            <input
+                type="text"
+                inputmode="decimal"
+                prop:value=move || settings.with(get)
+                disabled=ctx.busy()
+                on:change=move |ev| {
+                    let mut next = settings.get_untracked();
+                    match set(&mut next, &event_target_value(&ev)) {
+                        Ok(()) => settings.set(next),
+                        Err(e) => ctx.state.fail(format!("{label}: {e}")),
+                    }
+                }
+            />
+        </label>
+    }
+}
+
+#[component]
+pub fn Controls() -> impl IntoView {
+    let ctx = Ctx::use_context();
+    let (settings, shell, busy) = (ctx.settings, ctx.state.shell, ctx.busy());
+    let status = move || shell.with(|s| s.status);
+    view! {
+        <section class="controls">
+            <label class="field">
+                <span>"preset"</span>
+                <select
+                    data-testid="preset"
+                    disabled=busy
+                    on:change=move |ev| {
+                        if let Some(p) = Preset::parse(&event_target_value(&ev)) {
+                            settings.set(Settings::preset(p));
+                        }
+                    }
+                    prop:value=move || settings.with(|s| s.preset.name())
+                >
+                    <option value="tiny">"tiny (about a minute)"</option>
+                    <option value="paper">"paper (d=256, L=6, H=8, ctx 128)"</option>
+                </select>
+            </label>
+            <label class="field">
+                <span>"model"</span>
+                <select
+                    disabled=busy
+                    on:change=move |ev| {
+                        let tsa = event_target_value(&ev) == "tsa";
+                        settings.update(|s| s.tsa = tsa);
+                    }
+                    prop:value=move || if settings.with(|s| s.tsa) { "tsa" } else { "dense" }
+                >
+                    <option value="tsa">"TSA"</option>
+                    <option value="dense">"dense baseline"</option>
+                </select>
+            </label>
+            <Field label="d" get=|s| s.d_model.to_string() set=|s, v| { *s = s.clone().with_d_model(parse(v)?); Ok(()) } />
+            <Field label="layers L" get=|s| s.n_layers.to_string() set=|s, v| { s.n_layers = parse(v)?; Ok(()) } />
+            <Field label="λ" get=|s| s.lambda.to_string() set=|s, v| { s.lambda = parse(v)?; Ok(()) } />
+            <Field label="learning rate" get=|s| s.lr.to_string() set=|s, v| { s.lr = parse(v)?; Ok(()) } />
+            <Field label="batch" get=|s| s.batch.to_string() set=|s, v| { s.batch = parse(v)?; Ok(()) } />
+            <Field label="steps" get=|s| s.steps.to_string() set=|s, v| { s.steps = parse(v)?; Ok(()) } />
+            <div class="buttons">
+                <button
+                    data-testid="train-start"
+                    disabled=move || busy.get() || status() == Status::Loading
+                    on:click=move |_| ctx.send(Command::Start(settings.get_untracked()))
+                >
+                    "Start"
+                </button>
+                <button
+                    data-testid="train-pause"
+                    disabled=move || matches!(status(), Status::Idle | Status::Loading | Status::Done)
+                    on:click=move |_| {
+                        ctx.send(if busy.get_untracked() { Command::Pause } else { Command::Resume })
+                    }
+                >
+                    {move || if busy.get() { "Pause" } else { "Resume" }}
+                </button>
+                <button data-testid="train-reset" on:click=move |_| ctx.send(Command::Reset)>
+                    "Reset"
+                </button>
+            </div>
+        </section>
+    }
+}

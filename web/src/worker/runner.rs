@@ -1,0 +1,413 @@
+//! The worker's one task: it owns the session and trains one step at a time between commands,
+//! yielding after each step so that queued commands (Pause, Generate, …) are read promptly.
+
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedReceiver;
+
+use super::backend::{self, Backend};
+use super::post;
+use super::session::Session;
+use crate::js;
+use crate::protocol::{Command, Event, Kind, Status, StepView};
+use crate::settings::Settings;
+
+/// Characters written by Generate.
+const GENERATE_CHARS: usize = 200;
+
+struct Runner {
+    backend: Backend,
+    text: Option<String>,
+    session: Option<Session>,
+    settings: Option<Settings>,
+    running: bool,
+    /// The last checkpoint taken on WebGPU, to continue on the CPU if the device is lost.
+    snapshot: Option<Vec<u8>>,
+    /// (time, step) when training last (re)started: steps/s and ETA are measured from it.
+    clock: (f64, usize),
+}
+
+fn fail(msg: impl Into<String>) {
+    post(&Event::Error(Some(msg.into())));
+}
+
+/// Runs until the page goes away: waits for `Init`, then serves commands and trains.
+pub async fn run(mut rx: UnboundedReceiver<Command>) {
+    post(&Event::Status(Status::Loading));
+    let (requested, corpus_url) = loop {
+        match rx.next().await {
+            Some(Command::Init {
+                backend,
+                corpus_url,
+            }) => break (backend, corpus_url),
+            Some(_) => continue,
+            None => return,
+        }
+    };
+    let mut runner = Runner::start(requested, &corpus_url).await;
+    loop {
+        while let Ok(cmd) = rx.try_recv() {
+            runner.handle(cmd).await;
+        }
+        if runner.running {
+            runner.train_step().await;
+            js::sleep_ms(0).await;
+        } else {
+            match rx.next().await {
+                Some(cmd) => runner.handle(cmd).await,
+                None => return,
+            }
+        }
+    }
+}
+
+impl Runner {
+    async fn start(requested: Option<Kind>, corpus_url: &str) -> Self {
+        let backend = match backend::init(requested).await {
+            Ok(b) => b,
+            Err(e) => {
+                fail(format!("{e}; using the CPU backend"));
+                backend::cpu("CPU (flex)".into())
+            }
+        };
+        post(&Event::Backend {
+            label: backend.label.clone(),
+            kind: backend.kind,
+        });
+        let text = match js::fetch_bytes(corpus_url).await {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => {
+                    post(&Event::Corpus(format!(
+                        "Tiny-Shakespeare ({} characters)",
+                        t.chars().count()
+                    )));
+                    Some(t)
+                }
+                Err(e) => {
+                    post(&Event::Corpus("none: upload or paste a text".into()));
+                    fail(format!(
+                        "the bundled tinyshakespeare.txt is not UTF-8 ({e}); upload or paste a text"
+                    ));
+                    None
+                }
+            },
+            Err(e) => {
+                post(&Event::Corpus("none: upload or paste a text".into()));
+                fail(format!(
+                    "could not load Tiny-Shakespeare ({e}); upload or paste a text"
+                ));
+                None
+            }
+        };
+        post(&Event::Status(Status::Idle));
+        Self {
+            backend,
+            text,
+            session: None,
+            settings: None,
+            running: false,
+            snapshot: None,
+            clock: (0.0, 0),
+        }
+    }
+
+    fn set_running(&mut self, on: bool) {
+        self.running = on;
+        if on {
+            self.clock = (
+                js::now_ms(),
+                self.session.as_ref().map_or(0, |s| s.step_count()),
+            );
+        }
+        let done = self.session.as_ref().is_some_and(|s| s.done());
+        post(&Event::Status(match (on, &self.session, done) {
+            (true, _, _) => Status::Running,
+            (false, None, _) => Status::Idle,
+            (false, Some(_), true) => Status::Done,
+            (false, Some(_), false) => Status::Paused,
+        }));
+    }
+
+    async fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Init { .. } => {}
+            Command::Start(settings) => self.start_training(settings).await,
+            Command::Pause => self.set_running(false),
+            Command::Resume => match &self.session {
+                Some(s) if !s.done() => {
+                    post(&Event::Error(None));
+                    self.set_running(true)
+                }
+                Some(_) => fail("training is finished; press Reset to start again"),
+                None => fail("nothing to resume: press Start"),
+            },
+            Command::Reset => {
+                self.session = None;
+                self.snapshot = None;
+                self.new_run(0, 0, 0);
+                self.set_running(false);
+            }
+            Command::Generate { sparse } => self.generate(sparse).await,
+            Command::Download => self.download().await,
+            Command::Upload { bytes, settings } => self.upload(bytes, settings).await,
+            Command::OpenUrl { url, settings } => match js::fetch_bytes(&url).await {
+                Ok(bytes) => self.upload(bytes, settings).await,
+                Err(e) => fail(format!(
+                    "could not fetch the model at {url} ({e}); the current model is kept"
+                )),
+            },
+            Command::Corpus {
+                name,
+                bytes,
+                context,
+            } => self.set_corpus(name, bytes, context),
+            Command::Backend(kind) => self.switch_backend(kind).await,
+        }
+    }
+
+    fn new_run(&self, step: usize, total: usize, n_layers: usize) {
+        post(&Event::NewRun {
+            step,
+            total,
+            n_layers,
+        });
+    }
+
+    async fn start_training(&mut self, settings: Settings) {
+        let Some(text) = &self.text else {
+            return fail("no training text yet: upload or paste one");
+        };
+        match Session::new(&settings, text, &self.backend.device) {
+            Ok(session) => {
+                post(&Event::Error(None));
+                self.new_run(0, session.total_steps(), session.config().n_layers);
+                self.session = Some(session);
+                self.settings = Some(settings);
+                self.refresh_passage().await;
+                self.set_running(true);
+            }
+            Err(e) => fail(format!("cannot start: {e}")),
+        }
+    }
+
+    async fn train_step(&mut self) {
+        if self.lost_device() {
+            return;
+        }
+        let Some(session) = self.session.as_mut() else {
+            return self.set_running(false);
+        };
+        let result = session.step().await;
+        let (step, total) = (session.step_count(), session.total_steps());
+        let eval_every = self.settings.as_ref().map_or(50, |s| s.eval_every);
+        match result {
+            Ok(stats) => {
+                let elapsed = (js::now_ms() - self.clock.0) / 1000.0;
+                let done = step - self.clock.1;
+                let sps = (elapsed > 0.0 && done > 0).then(|| done as f64 / elapsed);
+                post(&Event::Step(StepView {
+                    step,
+                    total,
+                    loss: stats.task_loss,
+                    alpha: stats.alpha,
+                    steps_per_s: sps,
+                    eta_s: sps.map(|s| (total - step) as f64 / s),
+                }));
+                if step % eval_every == 0 || step >= total || step == 1 {
+                    self.evaluate().await;
+                }
+                if step >= total {
+                    self.set_running(false);
+                }
+            }
+            Err(e) => {
+                self.set_running(false);
+                if !self.lost_after_failure().await {
+                    fail(format!("training paused: {e}"));
+                }
+            }
+        }
+    }
+
+    /// A device lost mid-step surfaces first as a failed read (a staging buffer that cannot
+    /// be mapped); the browser fires the lost callback some time later, so wait for it a
+    /// little before calling the failure an ordinary error.
+    async fn lost_after_failure(&mut self) -> bool {
+        if self.backend.kind != Kind::WebGpu {
+            return false;
+        }
+        for _ in 0..30 {
+            if self.lost_device() {
+                return true;
+            }
+            js::sleep_ms(100).await;
+        }
+        self.lost_device()
+    }
+
+    /// If the WebGPU device is gone: pause, say so, and offer to continue on the CPU.
+    fn lost_device(&mut self) -> bool {
+        let why = match self.backend.kind {
+            Kind::WebGpu => backend::device_lost(),
+            Kind::Cpu => None,
+        };
+        let Some(why) = why else { return false };
+        self.set_running(false);
+        post(&Event::OfferCpu(true));
+        fail(format!(
+            "the WebGPU device was lost ({why}). Continue on the CPU: training resumes from the \
+             last evaluation's snapshot"
+        ));
+        true
+    }
+
+    /// Validation numbers and the passage's routing; the passage is posted first, so a page that
+    /// sees the new validation loss already shows the routing that goes with it.
+    async fn evaluate(&mut self) {
+        let Some(session) = &self.session else { return };
+        let step = session.step_count();
+        match session.evaluate().await {
+            Ok(stats) => {
+                self.refresh_passage().await;
+                post(&Event::Eval { step, stats });
+            }
+            Err(e) => {
+                if !self.lost_after_failure().await {
+                    fail(format!("evaluation failed: {e}"));
+                }
+                return;
+            }
+        }
+        if self.backend.kind == Kind::WebGpu
+            && let Some(session) = &self.session
+            && let Ok(bytes) = session.checkpoint().await
+        {
+            self.snapshot = Some(bytes);
+        }
+    }
+
+    async fn refresh_passage(&self) {
+        let Some(session) = &self.session else { return };
+        match session.passage().await {
+            Ok(tokens) => post(&Event::Passage(tokens)),
+            Err(e) => fail(format!("routing view failed: {e}")),
+        }
+    }
+
+    async fn generate(&mut self, sparse: bool) {
+        let Some(session) = self.session.as_mut() else {
+            return fail("train or upload a model first");
+        };
+        match session.generate(GENERATE_CHARS, sparse).await {
+            Ok((tokens, alpha)) => post(&Event::Generation {
+                tokens,
+                sparse,
+                alpha,
+            }),
+            Err(e) => fail(format!("generation failed: {e}")),
+        }
+    }
+
+    async fn download(&self) {
+        let Some(session) = &self.session else {
+            return fail("no model to download yet");
+        };
+        match session.checkpoint().await {
+            Ok(bytes) => post(&Event::Download {
+                name: format!("tsa-step{}.tsa", session.step_count()),
+                bytes,
+            }),
+            Err(e) => fail(format!("download failed: {e}")),
+        }
+    }
+
+    async fn upload(&mut self, bytes: Vec<u8>, settings: Settings) {
+        let Some(text) = &self.text else {
+            return fail("load a training text before a checkpoint");
+        };
+        let train = match settings.train() {
+            Ok(t) => t,
+            Err(e) => return fail(format!("checkpoint not loaded: {e}")),
+        };
+        match Session::from_checkpoint(&bytes, text, train, &self.backend.device) {
+            Ok(session) => self.adopt(session, settings).await,
+            Err(e) => fail(format!(
+                "checkpoint not loaded ({e}); the current model is kept"
+            )),
+        }
+    }
+
+    /// Makes `session` current (after an upload or a backend switch) and shows its state.
+    async fn adopt(&mut self, session: Session, settings: Settings) {
+        self.set_running(false);
+        post(&Event::Error(None));
+        self.new_run(
+            session.step_count(),
+            session.total_steps(),
+            session.config().n_layers,
+        );
+        self.session = Some(session);
+        self.settings = Some(settings);
+        self.evaluate().await;
+        self.set_running(false);
+    }
+
+    fn set_corpus(&mut self, name: String, bytes: Vec<u8>, context: usize) {
+        match tsa_core::data::Corpus::from_bytes(&bytes, context) {
+            Ok(corpus) => {
+                // Valid UTF-8 (checked by from_bytes).
+                self.text = String::from_utf8(bytes).ok();
+                post(&Event::Error(None));
+                post(&Event::Corpus(format!(
+                    "{name} ({} characters, {} distinct): used from the next Start",
+                    corpus.len(),
+                    corpus.tokenizer.vocab_size()
+                )));
+            }
+            Err(e) => fail(format!("text not used ({e}); the previous text is kept")),
+        }
+    }
+
+    async fn switch_backend(&mut self, kind: Kind) {
+        if kind == self.backend.kind {
+            return;
+        }
+        let lost = backend::device_lost().is_some() && self.backend.kind == Kind::WebGpu;
+        let next = match kind {
+            Kind::Cpu => backend::cpu("CPU (flex)".into()),
+            Kind::WebGpu if lost => {
+                return fail("the WebGPU device was lost; reload the page to try it again");
+            }
+            Kind::WebGpu => match backend::init(Some(Kind::WebGpu)).await {
+                Ok(b) => b,
+                Err(e) => return fail(e),
+            },
+        };
+        // Carry the model over as a checkpoint (Adam's moments restart).
+        let bytes = match (&self.session, lost) {
+            (None, _) => None,
+            (Some(_), true) => self.snapshot.clone(),
+            (Some(s), false) => match s.checkpoint().await {
+                Ok(b) => Some(b),
+                Err(e) => return fail(format!("could not move the model: {e}")),
+            },
+        };
+        self.backend = next;
+        post(&Event::Backend {
+            label: self.backend.label.clone(),
+            kind: self.backend.kind,
+        });
+        post(&Event::OfferCpu(false));
+        let (Some(bytes), Some(text), Some(settings)) = (bytes, &self.text, self.settings.clone())
+        else {
+            self.session = None;
+            self.new_run(0, 0, 0);
+            return self.set_running(false);
+        };
+        let train = self.session.as_ref().map(|s| s.trainer.config.clone());
+        let Some(train) = train else { return };
+        match Session::from_checkpoint(&bytes, text, train, &self.backend.device) {
+            Ok(session) => self.adopt(session, settings).await,
+            Err(e) => fail(format!("could not move the model: {e}")),
+        }
+    }
+}
