@@ -17,7 +17,7 @@ use crate::settings::Settings;
 const EVAL_BATCHES: usize = 2;
 /// Characters of the validation passage shown in the heatmap: several contexts, routed as
 /// consecutive windows of one batch (each window attends only within itself, as in training).
-const PASSAGE_CHARS: usize = 512;
+const PASSAGE_CHARS: usize = 256;
 
 pub struct Session {
     pub trainer: Trainer,
