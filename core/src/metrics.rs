@@ -53,7 +53,9 @@ pub fn halting_histogram(halting: &[Tensor<2>]) -> Option<Tensor<2>> {
 pub fn histogram(p: &[f32]) -> Vec<f64> {
     let mut bins = vec![0.0; HIST_BINS];
     for &v in p {
-        let k = ((v as f64) * HIST_BINS as f64).floor().clamp(0.0, (HIST_BINS - 1) as f64);
+        let k = ((v as f64) * HIST_BINS as f64)
+            .floor()
+            .clamp(0.0, (HIST_BINS - 1) as f64);
         bins[k as usize] += 1.0 / p.len() as f64;
     }
     bins

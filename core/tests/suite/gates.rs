@@ -213,19 +213,32 @@ fn executed_alpha_follows_the_threshold_and_the_histogram_sums_to_one() {
 #[test]
 fn the_host_histogram_bins_read_probabilities_as_the_device_does() {
     let m = halting_some(micro(10, Routing::tsa(0.0)));
-    let x = Batch::new(rows(2, 12, 10, 0).concat(), rows(2, 12, 10, 1).concat(), None, 12, &cpu())
-        .inputs;
+    let x = Batch::new(
+        rows(2, 12, 10, 0).concat(),
+        rows(2, 12, 10, 1).concat(),
+        None,
+        12,
+        &cpu(),
+    )
+    .inputs;
     let halting = m.forward(x, Execution::Soft).halting;
     let device = floats(metrics::halting_histogram(&halting).unwrap());
     for (l, p) in halting.iter().enumerate() {
         let host = metrics::histogram(&floats(p.clone()));
         for (k, share) in host.iter().enumerate() {
             let on_device = device[l * metrics::HIST_BINS + k] as f64;
-            assert!((share - on_device).abs() < 1e-6, "router {l} bin {k}: {host:?}");
+            assert!(
+                (share - on_device).abs() < 1e-6,
+                "router {l} bin {k}: {host:?}"
+            );
         }
     }
     assert_eq!(metrics::histogram(&[]), vec![0.0; metrics::HIST_BINS]);
-    assert_eq!(metrics::histogram(&[1.0, 0.0])[9], 0.5, "p = 1 falls in the top bin");
+    assert_eq!(
+        metrics::histogram(&[1.0, 0.0])[9],
+        0.5,
+        "p = 1 falls in the top bin"
+    );
 }
 
 #[test]

@@ -13,13 +13,21 @@ pub fn Generate() -> impl IntoView {
     let run = ctx.state.run;
     let busy = ctx.busy();
     let generation = Memo::new(move |_| run.with(|r| r.generation.clone()));
-    let tokens = Signal::derive(move || generation.with(|g| g.as_ref().map(|g| g.tokens.clone()).unwrap_or_default()));
+    let tokens = Signal::derive(move || {
+        generation.with(|g| g.as_ref().map(|g| g.tokens.clone()).unwrap_or_default())
+    });
     let sparse = Signal::derive(move || generation.with(|g| g.as_ref().is_some_and(|g| g.sparse)));
     let summary = move || {
         generation.with(|g| {
             g.as_ref().map(|g| match g.sparse {
-                true => format!("sparse: blocks ran for {:.1}% of the routed token-layers (executed α)", 100.0 * g.alpha),
-                false => format!("soft gates: mean 1 − p = {:.3} (soft α; every block ran)", g.alpha),
+                true => format!(
+                    "sparse: blocks ran for {:.1}% of the routed token-layers (executed α)",
+                    100.0 * g.alpha
+                ),
+                false => format!(
+                    "soft gates: mean 1 − p = {:.3} (soft α; every block ran)",
+                    g.alpha
+                ),
             })
         })
     };

@@ -60,7 +60,11 @@ fn rows_html(tokens: &[TokenView], executed: bool) -> String {
                 "<div class=\"heat-row\"><span class=\"heat-label\">{label}</span><span class=\"heat-text\">"
             );
             for t in line {
-                let _ = write!(html, "<span class=\"tok\" data-testid=\"token\" data-index=\"{}\"", t.index);
+                let _ = write!(
+                    html,
+                    "<span class=\"tok\" data-testid=\"token\" data-index=\"{}\"",
+                    t.index
+                );
                 if r == 0 {
                     let p: Vec<String> = t.p.iter().map(|p| format!("{p:.4}")).collect();
                     let _ = write!(html, " tabindex=\"0\" data-p=\"{}\"", p.join(","));
@@ -85,7 +89,10 @@ fn hovered(ev: &web_sys::Event, wrapper: &HtmlElement, tokens: &[TokenView]) -> 
     let span = target.closest("[data-index]").ok()??;
     let index: usize = span.get_attribute("data-index")?.parse().ok()?;
     let token = tokens.iter().find(|t| t.index == index)?.clone();
-    let (s, w) = (span.get_bounding_client_rect(), wrapper.get_bounding_client_rect());
+    let (s, w) = (
+        span.get_bounding_client_rect(),
+        wrapper.get_bounding_client_rect(),
+    );
     Some(Hover {
         token,
         x: s.left() - w.left(),
@@ -105,7 +112,9 @@ pub fn Heatmap(
     let hover = RwSignal::new(None::<Hover>);
     let wrapper = NodeRef::<leptos::html::Div>::new();
     let show = move |ev: &web_sys::Event| {
-        let Some(w) = wrapper.get_untracked() else { return };
+        let Some(w) = wrapper.get_untracked() else {
+            return;
+        };
         let h = tokens.with_untracked(|t| hovered(ev, &w, t));
         if h.is_some() {
             hover.set(h);
@@ -176,7 +185,11 @@ mod tests {
         let tokens: Vec<TokenView> = "a<b\n"
             .chars()
             .enumerate()
-            .map(|(index, ch)| TokenView { index, ch, p: vec![0.25, 0.75] })
+            .map(|(index, ch)| TokenView {
+                index,
+                ch,
+                p: vec![0.25, 0.75],
+            })
             .collect();
         let html = rows_html(&tokens, false);
         assert_eq!(html.matches("data-testid=\"token\"").count(), 8);

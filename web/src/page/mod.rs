@@ -115,7 +115,8 @@ pub fn start() {
         provide_context(ctx);
         ctx.send(Command::Init {
             backend: query("backend").and_then(|s| crate::protocol::Kind::parse(&s)),
-            corpus_url: absolute("tinyshakespeare.txt").unwrap_or_else(|| "tinyshakespeare.txt".into()),
+            corpus_url: absolute("tinyshakespeare.txt")
+                .unwrap_or_else(|| "tinyshakespeare.txt".into()),
         });
         // `?model=URL`: open a checkpoint from any URL the browser can fetch (a shared model).
         if let Some(url) = query("model") {

@@ -15,7 +15,14 @@ use crate::protocol::TokenView;
 pub fn histograms(tokens: &[TokenView]) -> Vec<Vec<f64>> {
     let routers = tokens.iter().map(|t| t.p.len()).max().unwrap_or(0);
     (0..routers)
-        .map(|l| histogram(&tokens.iter().filter_map(|t| t.p.get(l).copied()).collect::<Vec<_>>()))
+        .map(|l| {
+            histogram(
+                &tokens
+                    .iter()
+                    .filter_map(|t| t.p.get(l).copied())
+                    .collect::<Vec<_>>(),
+            )
+        })
         .collect()
 }
 
@@ -37,7 +44,11 @@ pub fn classes(tokens: &[TokenView]) -> Vec<ClassRow> {
     let routers = tokens.iter().map(|t| t.p.len()).max().unwrap_or(0);
     let mut rows: Vec<ClassRow> = CLASSES
         .iter()
-        .map(|&class| ClassRow { class, count: 0, active: vec![0.0; routers] })
+        .map(|&class| ClassRow {
+            class,
+            count: 0,
+            active: vec![0.0; routers],
+        })
         .collect();
     let mut prev = None;
     for t in tokens {
@@ -81,31 +92,40 @@ pub fn Routing() -> impl IntoView {
 #[component]
 fn Histogram(tokens: Memo<Vec<TokenView>>) -> impl IntoView {
     let rows = move || {
-        tokens.with(|t| histograms(t)).into_iter().enumerate().map(|(l, bins)| {
-            let bars = bins
-                .iter()
-                .enumerate()
-                .map(|(k, share)| {
-                    let title = format!(
-                        "p in [{:.1}, {:.1}): {:.1}%",
-                        k as f64 / HIST_BINS as f64,
-                        (k + 1) as f64 / HIST_BINS as f64,
-                        100.0 * share
-                    );
-                    let class = if k < HIST_BINS / 2 { "hist-bar runs" } else { "hist-bar halts" };
-                    view! {
-                        <span class=class title=title data-share=format!("{share:.6}")
-                            style=format!("height: {:.1}px", 2.0 + 46.0 * share)></span>
-                    }
-                })
-                .collect_view();
-            view! {
-                <div class="hist-row" data-router=l.to_string()>
-                    <span class="heat-label">{format!("router {l}")}</span>
-                    <span class="hist-bars">{bars}</span>
-                </div>
-            }
-        }).collect_view()
+        tokens
+            .with(|t| histograms(t))
+            .into_iter()
+            .enumerate()
+            .map(|(l, bins)| {
+                let bars = bins
+                    .iter()
+                    .enumerate()
+                    .map(|(k, share)| {
+                        let title = format!(
+                            "p in [{:.1}, {:.1}): {:.1}%",
+                            k as f64 / HIST_BINS as f64,
+                            (k + 1) as f64 / HIST_BINS as f64,
+                            100.0 * share
+                        );
+                        let class = if k < HIST_BINS / 2 {
+                            "hist-bar runs"
+                        } else {
+                            "hist-bar halts"
+                        };
+                        view! {
+                            <span class=class title=title data-share=format!("{share:.6}")
+                                style=format!("height: {:.1}px", 2.0 + 46.0 * share)></span>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <div class="hist-row" data-router=l.to_string()>
+                        <span class="heat-label">{format!("router {l}")}</span>
+                        <span class="hist-bars">{bars}</span>
+                    </div>
+                }
+            })
+            .collect_view()
     };
     view! {
         <figure class="histogram" data-testid="histogram">
@@ -125,11 +145,17 @@ fn ClassSummary(tokens: Memo<Vec<TokenView>>) -> impl IntoView {
     let table = move || {
         let rows = tokens.with(|t| classes(t));
         let routers = rows.first().map_or(0, |r| r.active.len());
-        let head = (0..routers).map(|l| view! { <th>{format!("1 − p{l}")}</th> }).collect_view();
+        let head = (0..routers)
+            .map(|l| view! { <th>{format!("1 − p{l}")}</th> })
+            .collect_view();
         let body = rows
             .into_iter()
             .map(|r| {
-                let cells = r.active.iter().map(|a| view! { <td>{format!("{a:.2}")}</td> }).collect_view();
+                let cells = r
+                    .active
+                    .iter()
+                    .map(|a| view! { <td>{format!("{a:.2}")}</td> })
+                    .collect_view();
                 view! { <tr><th>{r.class}</th><td>{r.count.to_string()}</td>{cells}</tr> }
             })
             .collect_view();
@@ -152,7 +178,11 @@ mod tests {
         text.chars()
             .zip(p)
             .enumerate()
-            .map(|(index, (ch, p))| TokenView { index, ch, p: p.to_vec() })
+            .map(|(index, (ch, p))| TokenView {
+                index,
+                ch,
+                p: p.to_vec(),
+            })
             .collect()
     }
 
@@ -165,7 +195,10 @@ mod tests {
         assert!((h[0][1] - 0.25).abs() < 1e-12 && (h[0][5] - 0.25).abs() < 1e-12);
         let rows = classes(&t);
         let names: Vec<&str> = rows.iter().map(|r| r.class).collect();
-        assert_eq!(names, ["space", "capital", "word-initial letter", "mid-word letter"]);
+        assert_eq!(
+            names,
+            ["space", "capital", "word-initial letter", "mid-word letter"]
+        );
         let capital = &rows[1];
         assert_eq!(capital.count, 1);
         assert!((capital.active[0] - 0.9).abs() < 1e-6 && (capital.active[1] - 0.1).abs() < 1e-6);

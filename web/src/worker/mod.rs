@@ -46,7 +46,9 @@ fn listen(scope: &DedicatedWorkerGlobalScope, tx: UnboundedSender<Command>) {
             Ok(cmd) => {
                 let _ = tx.unbounded_send(cmd);
             }
-            Err(e) => post(&Event::Error(Some(format!("the worker ignored a command: {e}")))),
+            Err(e) => post(&Event::Error(Some(format!(
+                "the worker ignored a command: {e}"
+            )))),
         }
     });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));

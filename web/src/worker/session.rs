@@ -169,7 +169,11 @@ impl Session {
 
     /// `n` characters continuing a validation prompt, each with its routers' probabilities, and
     /// the share of routed updates that ran. `sparse` runs only blocks whose router kept the token.
-    pub async fn generate(&mut self, n: usize, sparse: bool) -> Result<(Vec<TokenView>, f64), String> {
+    pub async fn generate(
+        &mut self,
+        n: usize,
+        sparse: bool,
+    ) -> Result<(Vec<TokenView>, f64), String> {
         let prompt_len = 32.min(self.config().context);
         let prompt = self.corpus.split(Split::Val)[..prompt_len].to_vec();
         let model = self.trainer.inference_model();
