@@ -12,6 +12,11 @@ use web_sys::{Element, HtmlElement};
 
 use crate::protocol::TokenView;
 
+/// The inference rule (§3.6): block l+1 runs for a character when p_l ≤ 0.5.
+pub fn runs(p: f32) -> bool {
+    p as f64 <= tsa_core::routing::HALT_THRESHOLD
+}
+
 /// Characters per line of the heatmap: each line shows its text once per router.
 const LINE: usize = 64;
 
@@ -38,7 +43,7 @@ fn visible(ch: char, out: &mut String) {
 /// How much of block l+1 the character received: 1 − p_l, or (`executed`) 1 if p_l ≤ 0.5 ran it.
 fn share(p: f32, executed: bool) -> f32 {
     match executed {
-        true => f32::from(u8::from(p <= 0.5)),
+        true => f32::from(u8::from(runs(p))),
         false => (1.0 - p).clamp(0.0, 1.0),
     }
 }
@@ -88,7 +93,7 @@ fn hovered(ev: &web_sys::Event, wrapper: &HtmlElement, tokens: &[TokenView]) -> 
     let target: Element = ev.target()?.dyn_into().ok()?;
     let span = target.closest("[data-index]").ok()??;
     let index: usize = span.get_attribute("data-index")?.parse().ok()?;
-    let token = tokens.iter().find(|t| t.index == index)?.clone();
+    let token = tokens.get(index)?.clone();
     let (s, w) = (
         span.get_bounding_client_rect(),
         wrapper.get_bounding_client_rect(),

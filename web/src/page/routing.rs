@@ -7,7 +7,7 @@ use tsa_core::char_class::{CLASSES, class};
 use tsa_core::metrics::{HIST_BINS, histogram};
 
 use super::Ctx;
-use super::heatmap::Heatmap;
+use super::heatmap::{Heatmap, runs};
 use super::stats::fmt;
 use crate::protocol::TokenView;
 
@@ -29,7 +29,7 @@ pub fn histograms(tokens: &[TokenView]) -> Vec<Vec<f64>> {
 /// Share of the passage's token-layer decisions that run (p ≤ 0.5); None without routers.
 pub fn executed_alpha(tokens: &[TokenView]) -> Option<f64> {
     let all: Vec<f32> = tokens.iter().flat_map(|t| t.p.iter().copied()).collect();
-    (!all.is_empty()).then(|| all.iter().filter(|&&p| p <= 0.5).count() as f64 / all.len() as f64)
+    (!all.is_empty()).then(|| all.iter().filter(|&&p| runs(p)).count() as f64 / all.len() as f64)
 }
 
 /// One kind of character: how many, and the mean (1 − p_l) it received at each router.

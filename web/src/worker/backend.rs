@@ -12,7 +12,7 @@ use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-pub use crate::protocol::Kind;
+use crate::protocol::Kind;
 
 #[derive(Debug, Clone)]
 pub struct Backend {

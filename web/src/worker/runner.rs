@@ -26,6 +26,14 @@ struct Runner {
     clock: (f64, usize),
 }
 
+/// Tells the page which backend trains (its label and kind).
+fn announce(backend: &Backend) {
+    post(&Event::Backend {
+        label: backend.label.clone(),
+        kind: backend.kind,
+    });
+}
+
 fn fail(msg: impl Into<String>) {
     post(&Event::Error(Some(msg.into())));
 }
@@ -69,10 +77,7 @@ impl Runner {
                 backend::cpu("CPU (flex)".into())
             }
         };
-        post(&Event::Backend {
-            label: backend.label.clone(),
-            kind: backend.kind,
-        });
+        announce(&backend);
         let text = match js::fetch_bytes(corpus_url).await {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(t) => {
@@ -392,10 +397,7 @@ impl Runner {
             },
         };
         self.backend = next;
-        post(&Event::Backend {
-            label: self.backend.label.clone(),
-            kind: self.backend.kind,
-        });
+        announce(&self.backend);
         post(&Event::OfferCpu(false));
         let (Some(bytes), Some(text), Some(settings)) = (bytes, &self.text, self.settings.clone())
         else {
