@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use tsa_core::data::{Batch, Corpus, Split};
+use tsa_core::data::{Corpus, Split};
 use tsa_core::read::block_on;
 use tsa_core::{Execution, KeepScale, Routing, TrainConfig, Trainer, TsaConfig, evaluate};
 
@@ -68,16 +68,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let ctx = model_cfg.context;
-    let val: Vec<Batch> = corpus
-        .eval_windows(Split::Val, 8, 16, ctx, 7)
-        .into_iter()
-        .map(|(x, y)| Batch::new(x, y, None, ctx, &device))
-        .collect();
+    let val = corpus.eval_batches(Split::Val, 8, 16, ctx, 7, &device);
     let mut rng = StdRng::seed_from_u64(train.seed);
     let start = Instant::now();
     for s in 0..steps {
-        let (x, y) = corpus.sample(Split::Train, train.batch_size, ctx, &mut rng);
-        let stats = block_on(trainer.step(&Batch::new(x, y, None, ctx, &ad)))?;
+        let batch = corpus.batch(Split::Train, train.batch_size, ctx, &mut rng, &ad);
+        let stats = block_on(trainer.step(&batch))?;
         if s % 50 == 0 || s + 1 == steps {
             let ev = block_on(evaluate(&trainer.inference_model(), &val, Execution::Soft))?;
             println!(

@@ -4,6 +4,7 @@ use burn::config::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TsaError;
+use crate::model::TsaModel;
 use crate::routing::{KeepScale, ROUTER_FINAL_BIAS};
 
 /// How the blocks after the stem are gated. The model is one type; its variants are data.
@@ -178,6 +179,12 @@ pub struct TsaConfig {
 }
 
 impl TsaConfig {
+    /// Builds the model ([`TsaModel::new`]: the paper's initialisation, impossible shapes
+    /// refused).
+    pub fn init(&self, device: &burn::tensor::Device) -> Result<TsaModel, TsaError> {
+        TsaModel::new(self, device)
+    }
+
     /// The paper's Tiny-Shakespeare model (§3.2): d=256, L=6, H=8, d_ff=1024, context 128.
     pub fn paper_lm(vocab_size: usize, routing: Routing) -> Self {
         Self::new(vocab_size).with_routing(routing)

@@ -2,7 +2,7 @@
 //! token by learned routers, with the dense, early-exit and Mixture-of-Depths baselines.
 //!
 //! Where the paper's parts live: routers and gates (§2.2) in [`routing`], the gated block update
-//! (§2.3) in [`block`], depth loss and α/TLOps (§2.4–2.5) in [`metrics`], sparse inference (§3.6)
+//! (§2.3) in [`block`] with its [`gate`], depth loss and α/TLOps (§2.4–2.5) in [`metrics`], sparse inference (§3.6)
 //! in [`sparse`], the forward pass (§2.1) in [`model`].
 
 pub mod attention;
@@ -14,6 +14,8 @@ pub mod data;
 pub mod error;
 #[cfg(not(target_family = "wasm"))]
 pub mod export;
+pub mod ffn;
+pub mod gate;
 pub mod generate;
 pub mod init;
 pub mod loss;

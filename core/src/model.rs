@@ -8,9 +8,10 @@ use burn::nn::{Dropout, DropoutConfig, Embedding, LayerNorm, LayerNormConfig};
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::{Device, Int, Tensor};
 
-use crate::block::{Block, Gate};
+use crate::block::Block;
 use crate::config::{Routing, TsaConfig};
 use crate::error::Result;
+use crate::gate::Gate;
 use crate::init;
 use crate::routing::{self, KeepScale, Router};
 use crate::sparse;
@@ -45,6 +46,14 @@ impl Execution {
     /// Whether this runs the variant's training gate (`Train` or `Soft`).
     pub fn is_soft(self) -> bool {
         matches!(self, Execution::Train { .. } | Execution::Soft)
+    }
+
+    /// How far through training the pass is (`Train` only): the Gumbel gate's schedule.
+    pub fn progress(self) -> Option<f64> {
+        match self {
+            Execution::Train { progress } => Some(progress),
+            _ => None,
+        }
     }
 }
 
@@ -84,20 +93,22 @@ pub struct TsaModel {
     pub config: TsaConfig,
 }
 
-impl TsaConfig {
-    /// Builds the model with the paper's initialisation, refusing impossible shapes.
-    pub fn init(&self, device: &Device) -> Result<TsaModel> {
-        self.validate()?;
-        let (d, l) = (self.d_model, self.n_layers);
-        let routers = if self.routing.has_routers() {
-            (0..self.n_routers())
-                .map(|_| Router::init(self, device))
+impl TsaModel {
+    /// Builds the model with the paper's initialisation, refusing impossible shapes
+    /// (`TsaConfig::init` calls this).
+    pub fn new(config: &TsaConfig, device: &Device) -> Result<TsaModel> {
+        let c = config;
+        c.validate()?;
+        let (d, l) = (c.d_model, c.n_layers);
+        let routers = if c.routing.has_routers() {
+            (0..c.n_routers())
+                .map(|_| Router::init(c, device))
                 .collect()
         } else {
             Vec::new()
         };
-        let exit_norms = if self.routing == Routing::EarlyExit {
-            (0..self.n_routers())
+        let exit_norms = if c.routing == Routing::EarlyExit {
+            (0..c.n_routers())
                 .map(|_| LayerNormConfig::new(d).init(device))
                 .collect()
         } else {
@@ -105,20 +116,18 @@ impl TsaConfig {
         };
         Ok(TsaModel {
             tok_emb: Embedding {
-                weight: init::normal([self.vocab_size, d], init::STD, device),
+                weight: init::normal([c.vocab_size, d], init::STD, device),
             },
-            pos_emb: init::normal([self.context, d], init::STD, device),
-            blocks: (0..l).map(|_| Block::init(self, device)).collect(),
+            pos_emb: init::normal([c.context, d], init::STD, device),
+            blocks: (0..l).map(|_| Block::init(c, device)).collect(),
             routers,
             exit_norms,
             ln_f: LayerNormConfig::new(d).init(device),
-            dropout: DropoutConfig::new(self.dropout).init(),
-            config: self.clone(),
+            dropout: DropoutConfig::new(c.dropout).init(),
+            config: c.clone(),
         })
     }
-}
 
-impl TsaModel {
     /// The device the weights live on (an autodiff one while training).
     pub fn device(&self) -> Device {
         self.tok_emb.weight.val().device()
@@ -126,119 +135,102 @@ impl TsaModel {
 
     /// `tokens`: [B, T] with T ≤ context. Panics if T exceeds the context (callers crop).
     pub fn forward(&self, tokens: Tensor<2, Int>, exec: Execution) -> ModelOutput {
-        let [b, t] = tokens.dims();
+        let t = tokens.dims()[1];
         assert!(
             t <= self.config.context,
             "sequence length {t} exceeds the context {}",
             self.config.context
         );
-        let device = tokens.device();
-        let pos = self.pos_emb.val().narrow(0, 0, t).unsqueeze::<3>();
-        let x = self.dropout.forward(self.tok_emb.forward(tokens) + pos);
-        let mut h = self.blocks[0].forward(x, &Gate::Open);
-
-        let mut out = ModelOutput {
-            logits: Tensor::zeros([1, 1, 1], &device),
-            halting: Vec::new(),
-            active: Vec::new(),
-            exit_logits: Vec::new(),
-            router_aux: None,
-        };
-        // Early-exit inference: which tokens still run, and the predictions of those that left.
-        let mut exits: Option<(Tensor<2>, Tensor<3>)> = match (self.config.routing, exec) {
-            (Routing::EarlyExit, Execution::Exit { .. }) => Some((
-                Tensor::ones([b, t], &device),
-                Tensor::zeros([b, t, self.config.vocab_size], &device),
-            )),
-            _ => None,
-        };
-
+        // §2.1: h ← f₀(h); then p_l = r_l(h), h ← f_{l+1}(h, p_l) for l = 0…L−2.
+        let mut h = self.blocks[0].forward(self.embed(tokens, 0), &Gate::Open, None);
+        let mut trace = Trace::new(self.config.routing, exec);
         for l in 0..self.config.n_routers() {
-            let gate = match (self.config.routing, exec) {
-                (Routing::Dense, _) => Gate::Open,
-                // TSA and MoD alike: a token runs the block when its router weight 1 − p ≥ 0.5.
-                (
-                    Routing::Tsa { .. } | Routing::MixtureOfDepths { .. },
-                    Execution::Hard(scale)
-                    | Execution::Sparse(scale)
-                    | Execution::SparseQueries(scale),
-                ) => {
-                    let p = self.routers[l].forward(h.clone());
-                    let keep = routing::kept(p.clone());
-                    let keep_f = keep.clone().float();
-                    let scale = scale.apply(keep_f.clone(), p.clone().neg() + 1.0);
-                    out.halting.push(p);
-                    out.active.push(keep_f);
-                    match exec {
-                        Execution::Hard(_) => Gate::Soft(scale.unsqueeze_dim(2)),
-                        _ => hard_gate(keep, scale, matches!(exec, Execution::SparseQueries(_))),
-                    }
-                }
-                (Routing::Tsa { gate, .. }, _) => {
-                    let z = self.routers[l].logits(h.clone());
-                    let p = sigmoid(z.clone());
-                    let progress = match exec {
-                        Execution::Train { progress } => Some(progress),
-                        _ => None,
-                    };
-                    let g = routing::tsa_gate(gate, z, p.clone(), progress);
-                    out.halting.push(p);
-                    out.active.push(g.clone());
-                    Gate::Soft(g.unsqueeze_dim(2))
-                }
-                (Routing::MixtureOfDepths { capacity }, _) => {
-                    let p = self.routers[l].forward(h.clone());
-                    let w = p.clone().neg() + 1.0;
-                    let chosen =
-                        routing::top_k_mask(w.clone().detach(), routing::capacity_k(capacity, t));
-                    let aux = binary_cross_entropy(w.clone(), chosen.clone());
-                    out.router_aux = Some(match out.router_aux.take() {
-                        Some(acc) => acc + aux,
-                        None => aux,
-                    });
-                    out.halting.push(p);
-                    out.active.push(chosen.clone());
-                    Gate::Soft((chosen * w).unsqueeze_dim(2))
-                }
-                (Routing::EarlyExit, Execution::Exit { threshold }) => {
-                    let (still, exited) =
-                        exits.take().expect("initialised for early-exit inference");
-                    let logits = self.head(self.exit_norms[l].forward(h.clone()));
-                    let confidence = softmax(logits.clone(), 2).max_dim(2).squeeze_dim::<2>(2);
-                    let leaves = still.clone() * confidence.greater_elem(threshold).float();
-                    let exited = exited + leaves.clone().unsqueeze_dim(2) * logits;
-                    let still = still - leaves;
-                    out.halting.push(still.clone().neg() + 1.0);
-                    out.active.push(still.clone());
-                    exits = Some((still.clone(), exited));
-                    Gate::Soft(still.unsqueeze_dim(2))
-                }
-                (Routing::EarlyExit, e) if e.is_soft() => {
-                    out.exit_logits
-                        .push(self.head(self.exit_norms[l].forward(h.clone())));
-                    Gate::Open
-                }
-                (Routing::EarlyExit, _) => Gate::Open,
-            };
-            h = self.blocks[l + 1].forward(h, &gate);
+            let gate = self.gate(l, &h, exec, &mut trace);
+            h = self.blocks[l + 1].forward(h, &gate, None);
         }
+        trace.finish(self.logits(h), self.config.n_routers())
+    }
 
-        let logits = self.head(self.ln_f.forward(h));
-        out.logits = match (self.config.routing, exec) {
-            (Routing::EarlyExit, Execution::Exit { .. }) => match exits {
-                Some((still, exited)) => exited + still.unsqueeze_dim(2) * logits,
-                None => logits,
-            },
-            (Routing::EarlyExit, e) if e.is_soft() => {
-                out.exit_logits.push(logits.clone());
-                logits
+    /// The gate of block l+1 from the state `h` [B, T, d] after block l; what the router did goes
+    /// into `trace`.
+    pub(crate) fn gate(&self, l: usize, h: &Tensor<3>, exec: Execution, trace: &mut Trace) -> Gate {
+        use Execution::{Hard, Sparse, SparseQueries};
+        match (self.config.routing, exec) {
+            (Routing::Dense, _) => Gate::Open,
+            (Routing::EarlyExit, _) => self.exit_gate(l, h, exec, trace),
+            // TSA and MoD alike at inference: a token runs the block when 1 − p ≥ 0.5.
+            (_, Hard(scale) | Sparse(scale) | SparseQueries(scale)) => {
+                let p = self.routers[l].forward(h.clone());
+                let keep = routing::kept(p.clone());
+                let scale = scale.apply(keep.clone().float(), routing::soft_gate(p.clone()));
+                trace.record(p, keep.clone().float());
+                match exec {
+                    Hard(_) => Gate::Soft(scale.unsqueeze_dim(2)),
+                    _ => sparse::hard_gate(keep, scale, matches!(exec, SparseQueries(_))),
+                }
             }
-            _ => logits,
-        };
-        if let Some(aux) = out.router_aux.take() {
-            out.router_aux = Some(aux.div_scalar(self.config.n_routers() as f64));
+            (Routing::Tsa { gate, .. }, _) => {
+                let z = self.routers[l].logits(h.clone());
+                let p = sigmoid(z.clone());
+                let g = routing::tsa_gate(gate, z, p.clone(), exec.progress());
+                trace.record(p, g.clone());
+                Gate::Soft(g.unsqueeze_dim(2))
+            }
+            (Routing::MixtureOfDepths { capacity }, _) => {
+                let p = self.routers[l].forward(h.clone());
+                let w = routing::soft_gate(p.clone());
+                let k = routing::capacity_k(capacity, h.dims()[1]);
+                let chosen = routing::top_k_mask(w.clone().detach(), k);
+                trace.add_router_aux(binary_cross_entropy(w.clone(), chosen.clone()));
+                trace.record(p, chosen.clone());
+                Gate::Soft((chosen * w).unsqueeze_dim(2))
+            }
         }
-        out
+    }
+
+    /// Early exit: the exit after block l is trained (`Train`/`Soft`), or decides which tokens
+    /// leave (`Exit`: a leaving token's prediction is this exit's, its state stays frozen).
+    fn exit_gate(&self, l: usize, h: &Tensor<3>, exec: Execution, trace: &mut Trace) -> Gate {
+        let exit_logits = || self.head(self.exit_norms[l].forward(h.clone()));
+        match exec {
+            Execution::Exit { threshold } => {
+                let [b, t, _] = h.dims();
+                let (still, exited) = trace.exits.take().unwrap_or_else(|| {
+                    let device = h.device();
+                    let v = self.config.vocab_size;
+                    (
+                        Tensor::ones([b, t], &device),
+                        Tensor::zeros([b, t, v], &device),
+                    )
+                });
+                let logits = exit_logits();
+                let confidence = softmax(logits.clone(), 2).max_dim(2).squeeze_dim::<2>(2);
+                let leaves = still.clone() * confidence.greater_elem(threshold).float();
+                let exited = exited + leaves.clone().unsqueeze_dim(2) * logits;
+                let still = still - leaves;
+                trace.record(still.clone().neg() + 1.0, still.clone());
+                trace.exits = Some((still.clone(), exited));
+                Gate::Soft(still.unsqueeze_dim(2))
+            }
+            e if e.is_soft() => {
+                trace.exit_logits.push(exit_logits());
+                Gate::Open
+            }
+            _ => Gate::Open,
+        }
+    }
+
+    /// Token plus position embeddings of `tokens` [B, T] at positions `offset`…, dropped out in
+    /// training.
+    pub(crate) fn embed(&self, tokens: Tensor<2, Int>, offset: usize) -> Tensor<3> {
+        let t = tokens.dims()[1];
+        let pos = self.pos_emb.val().narrow(0, offset, t).unsqueeze::<3>();
+        self.dropout.forward(self.tok_emb.forward(tokens) + pos)
+    }
+
+    /// Final LayerNorm and the tied head: [B, T, d] → [B, T, V].
+    pub(crate) fn logits(&self, h: Tensor<3>) -> Tensor<3> {
+        self.head(self.ln_f.forward(h))
     }
 
     /// Output head tied to the token embedding: [B, T, d] → [B, T, V].
@@ -251,15 +243,60 @@ impl TsaModel {
     }
 }
 
-/// A hard gate for the tokens `keep` [B, T], updates scaled by `scale` [B, T].
-fn hard_gate(keep: Tensor<2, burn::tensor::Bool>, scale: Tensor<2>, skip_queries: bool) -> Gate {
-    let [b, t] = keep.dims();
-    let keep = sparse::keep_indices(keep);
-    let queries = skip_queries.then(|| sparse::positions_per_sequence(&keep, b, t));
-    Gate::Hard {
-        keep,
-        scale: scale.unsqueeze_dim(2),
-        queries,
+/// What the routers did during one forward pass, gathered into a [`ModelOutput`] at the end.
+pub(crate) struct Trace {
+    pub(crate) halting: Vec<Tensor<2>>,
+    active: Vec<Tensor<2>>,
+    /// Early exit in training: collect every exit's logits (the final head's too).
+    collect_exits: bool,
+    exit_logits: Vec<Tensor<3>>,
+    router_aux: Option<Tensor<1>>,
+    /// Early-exit inference: which tokens still run [B, T], and the predictions of those that
+    /// left [B, T, V].
+    exits: Option<(Tensor<2>, Tensor<3>)>,
+}
+
+impl Trace {
+    pub(crate) fn new(routing: Routing, exec: Execution) -> Self {
+        Self {
+            halting: Vec::new(),
+            active: Vec::new(),
+            collect_exits: routing == Routing::EarlyExit && exec.is_soft(),
+            exit_logits: Vec::new(),
+            router_aux: None,
+            exits: None,
+        }
+    }
+
+    /// Router l's halting probability p_l and the share of block l+1's update each token got.
+    fn record(&mut self, p: Tensor<2>, active: Tensor<2>) {
+        self.halting.push(p);
+        self.active.push(active);
+    }
+
+    fn add_router_aux(&mut self, aux: Tensor<1>) {
+        self.router_aux = Some(match self.router_aux.take() {
+            Some(acc) => acc + aux,
+            None => aux,
+        });
+    }
+
+    /// The pass's output from the final head's `logits`.
+    fn finish(mut self, logits: Tensor<3>, n_routers: usize) -> ModelOutput {
+        let logits = match self.exits.take() {
+            Some((still, exited)) => exited + still.unsqueeze_dim(2) * logits,
+            None => logits,
+        };
+        if self.collect_exits {
+            self.exit_logits.push(logits.clone());
+        }
+        ModelOutput {
+            logits,
+            halting: self.halting,
+            active: self.active,
+            exit_logits: self.exit_logits,
+            router_aux: self.router_aux.map(|aux| aux.div_scalar(n_routers as f64)),
+        }
     }
 }
 

@@ -54,7 +54,7 @@ impl Router {
 /// logit `z` and p = σ(z), in training (`progress` ∈ [0, 1] of the schedule) or in soft
 /// evaluation (`None`: no noise).
 pub fn tsa_gate(gate: TsaGate, z: Tensor<2>, p: Tensor<2>, progress: Option<f64>) -> Tensor<2> {
-    let soft = p.clone().neg() + 1.0;
+    let soft = soft_gate(p.clone());
     match (gate, progress) {
         (TsaGate::Soft, _) => soft,
         // Evaluated without noise, both hard gates are the inference rule itself.
@@ -80,6 +80,11 @@ pub fn tsa_gate(gate: TsaGate, z: Tensor<2>, p: Tensor<2>, progress: Option<f64>
             }
         }
     }
+}
+
+/// The paper's gate g = 1 − p (§2.3): the share of block l+1's update a token gets.
+pub fn soft_gate(p: Tensor<2>) -> Tensor<2> {
+    p.neg() + 1.0
 }
 
 /// The value of `hard` (exactly: s − s is 0) with the gradient of `soft`.

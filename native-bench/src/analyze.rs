@@ -68,7 +68,7 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
     let mut sums = vec![(0usize, vec![0.0f64; n_r], 0.0f64); CLASSES.len()];
     let (mut all_active, mut all_loss) = (Vec::new(), Vec::new());
     for (x, y) in corpus.eval_windows(Split::Val, args.windows, 1, ctx, 99) {
-        let batch = Batch::new(x.clone(), y.clone(), None, ctx, &chosen.device);
+        let batch = Batch::new(x.clone(), y, None, ctx, &chosen.device);
         let out = model.forward(batch.inputs.clone(), Execution::Soft);
         let nll = log_softmax(out.logits, 2)
             .gather(2, batch.targets.reshape([1, ctx, 1]))

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use tsa_core::data::{Batch, Corpus, Split};
+use tsa_core::data::source::EVAL_SEED;
+use tsa_core::data::{Corpus, Split};
 use tsa_core::read::block_on;
 use tsa_core::{EvalStats, Execution, KeepScale, Routing, evaluate};
 
@@ -70,11 +71,14 @@ pub fn main(args: &EvalArgs) -> Result<()> {
             path.display()
         )
     })?;
-    let batches: Vec<Batch> = corpus
-        .eval_windows(Split::Val, args.batches, args.batch, ctx, 4242)
-        .into_iter()
-        .map(|(x, y)| Batch::new(x, y, None, ctx, &chosen.device))
-        .collect();
+    let batches = corpus.eval_batches(
+        Split::Val,
+        args.batches,
+        args.batch,
+        ctx,
+        EVAL_SEED,
+        &chosen.device,
+    );
 
     let routing = model.config.routing;
     let mut runs: Vec<(String, Execution)> = vec![("soft (as trained)".into(), Execution::Soft)];

@@ -9,6 +9,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use tsa_core::Execution;
 use tsa_core::read::block_on;
 
 use crate::args::load_checkpoint;
@@ -60,9 +61,13 @@ pub fn main(args: &SampleArgs) -> Result<()> {
         args.prompt
     );
     for sparse in [false, true] {
+        let exec = match sparse {
+            true => Execution::Sparse(model.config.routing.keep_scale()),
+            false => Execution::Soft,
+        };
         let mut rng = StdRng::seed_from_u64(args.seed);
         let t0 = Instant::now();
-        let g = block_on(model.generate(&prompt, args.chars, args.temperature, sparse, &mut rng))?;
+        let g = block_on(model.generate(&prompt, args.chars, args.temperature, exec, &mut rng))?;
         let secs = t0.elapsed().as_secs_f64();
         let text = tok.decode(&g.tokens)?;
         let painted: String = text

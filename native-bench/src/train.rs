@@ -12,8 +12,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Serialize;
 use tsa_core::checkpoint::{self, CheckpointMeta};
+use tsa_core::data::Corpus;
 use tsa_core::data::tasks::{Task, TaskSet};
-use tsa_core::data::{Batch, Corpus, Split};
 use tsa_core::read::block_on;
 use tsa_core::{
     EvalStats, Execution, InitScheme, Recipe, Routing, TrainConfig, Trainer, TsaConfig, TsaGate,
@@ -165,52 +165,8 @@ impl TrainArgs {
     }
 }
 
-/// Where batches come from.
-pub enum Data {
-    Lm(Corpus),
-    Task(TaskSet),
-}
-
-impl Data {
-    pub fn vocab_size(&self) -> usize {
-        match self {
-            Data::Lm(c) => c.tokenizer.vocab_size(),
-            Data::Task(_) => tsa_core::data::tasks::VOCAB_SIZE,
-        }
-    }
-
-    fn train_batch(&self, batch: usize, ctx: usize, rng: &mut StdRng, device: &Device) -> Batch {
-        match self {
-            Data::Lm(c) => {
-                let (x, y) = c.sample(Split::Train, batch, ctx, rng);
-                Batch::new(x, y, None, ctx, device)
-            }
-            Data::Task(t) => {
-                let (x, y, m) = t.sample(batch, rng);
-                Batch::new(x, y, Some(m), tsa_core::data::tasks::SEQ_LEN, device)
-            }
-        }
-    }
-
-    /// Fixed evaluation batches: seeded validation windows, or the whole held-out task set.
-    pub fn eval_set(&self, n: usize, batch: usize, ctx: usize, device: &Device) -> Vec<Batch> {
-        match self {
-            Data::Lm(c) => c
-                .eval_windows(Split::Val, n, batch, ctx, 4242)
-                .into_iter()
-                .map(|(x, y)| Batch::new(x, y, None, ctx, device))
-                .collect(),
-            Data::Task(t) => t
-                .test
-                .chunks(100)
-                .map(|rows| {
-                    let (x, y, m) = TaskSet::rows(rows);
-                    Batch::new(x, y, Some(m), tsa_core::data::tasks::SEQ_LEN, device)
-                })
-                .collect(),
-        }
-    }
-}
+/// Where batches come from (core's; `reproduce` names it through this module).
+pub use tsa_core::data::Data;
 
 pub fn load_corpus(path: Option<&PathBuf>, context: usize) -> Result<Corpus> {
     let path = crate::args::corpus_path(path);

@@ -4,7 +4,7 @@
 
 use burn::tensor::Device;
 use burn::tensor::wgpu::WgpuBackend;
-use tsa_core::data::{Batch, Corpus, Split};
+use tsa_core::data::{Corpus, Split};
 use tsa_core::{Routing, TrainConfig, Trainer, TsaConfig};
 use wasm_bindgen_test::*;
 
@@ -50,9 +50,9 @@ async fn train_with(
         .with_seed(7);
     let mut trainer = Trainer::new(&model, train, device).expect("trainer");
     let dev = trainer.model.device();
-    let rows = corpus.eval_windows(Split::Train, 1, 4, context, 7);
-    let (x, y) = rows.into_iter().next().expect("one batch");
-    let batch = Batch::new(x, y, None, context, &dev);
+    let batch = corpus
+        .eval_batches(Split::Train, 1, 4, context, 7, &dev)
+        .remove(0);
     let mut losses = Vec::new();
     let mut alpha = f32::NAN;
     for _ in 0..STEPS {

@@ -3,6 +3,9 @@
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use burn::tensor::Device;
+
+use crate::data::batch::Batch;
 use crate::data::tokenizer::CharTokenizer;
 use crate::error::{Result, TsaError};
 
@@ -111,6 +114,35 @@ impl Corpus {
         let mut rng = StdRng::seed_from_u64(seed);
         (0..n_batches)
             .map(|_| self.sample(split, batch, context, &mut rng))
+            .collect()
+    }
+
+    /// A random batch of windows from `split` on `device` (nanoGPT's `get_batch`).
+    pub fn batch(
+        &self,
+        split: Split,
+        batch: usize,
+        context: usize,
+        rng: &mut StdRng,
+        device: &Device,
+    ) -> Batch {
+        let (x, y) = self.sample(split, batch, context, rng);
+        Batch::new(x, y, None, context, device)
+    }
+
+    /// [`Self::eval_windows`] as batches on `device`.
+    pub fn eval_batches(
+        &self,
+        split: Split,
+        n_batches: usize,
+        batch: usize,
+        context: usize,
+        seed: u64,
+        device: &Device,
+    ) -> Vec<Batch> {
+        self.eval_windows(split, n_batches, batch, context, seed)
+            .into_iter()
+            .map(|(x, y)| Batch::new(x, y, None, context, device))
             .collect()
     }
 }

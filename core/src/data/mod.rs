@@ -2,10 +2,12 @@
 
 pub mod batch;
 pub mod corpus;
+pub mod source;
 pub mod tasks;
 pub mod tokenizer;
 
 pub use batch::Batch;
 pub use corpus::{Corpus, Split};
+pub use source::Data;
 pub use tasks::{Task, TaskSet};
 pub use tokenizer::CharTokenizer;

@@ -3,8 +3,11 @@
 
 use std::collections::HashSet;
 
+use burn::tensor::Device;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+
+use crate::data::batch::Batch;
 
 pub const BOS: u32 = 0;
 pub const SEP: u32 = 1;
@@ -105,5 +108,25 @@ impl TaskSet {
             .map(|_| self.train[rng.random_range(0..self.train.len())].clone())
             .collect();
         Self::rows(&picked)
+    }
+
+    /// [`Self::rows`] as a batch on `device`.
+    pub fn batch_of(seqs: &[Vec<u32>], device: &Device) -> Batch {
+        let (x, y, m) = Self::rows(seqs);
+        Batch::new(x, y, Some(m), SEQ_LEN, device)
+    }
+
+    /// A random training batch on `device`.
+    pub fn batch(&self, batch: usize, rng: &mut StdRng, device: &Device) -> Batch {
+        let (x, y, m) = self.sample(batch, rng);
+        Batch::new(x, y, Some(m), SEQ_LEN, device)
+    }
+
+    /// The whole held-out set in batches of `batch` sequences.
+    pub fn test_batches(&self, batch: usize, device: &Device) -> Vec<Batch> {
+        self.test
+            .chunks(batch.max(1))
+            .map(|rows| Self::batch_of(rows, device))
+            .collect()
     }
 }

@@ -248,10 +248,50 @@ fn attention_is_softmax_of_causally_masked_scaled_scores() {
         let by_hand = att
             .proj
             .forward(weights.matmul(v).swap_dims(1, 2).reshape([b, t, d]));
-        let diff = max_abs_diff(&floats(att.forward(x)), &floats(by_hand));
+        let diff = max_abs_diff(&floats(att.forward(x, None)), &floats(by_hand));
         assert!(
             diff < 1e-5,
             "t = {t}: attention differs from the formula by {diff}"
         );
     }
+}
+
+#[test]
+fn attention_over_a_cache_equals_attention_over_the_whole_sequence() {
+    // A prefix through the cache, then the rest (several tokens, then one) against it: the same
+    // rows as one pass over the whole sequence. The ranged path too, queries behind cached keys.
+    use tsa_core::attention::{CausalSelfAttention, KvCache, causal_attention_in_ranges};
+    let device = cpu();
+    device.seed(4);
+    let (b, t, d) = (2, 9, 16);
+    let att = CausalSelfAttention::init(&shape(d, 4, 4 * d, 2), &device);
+    let x = Tensor::<3>::random(
+        [b, t, d],
+        burn::tensor::Distribution::Normal(0.0, 1.0),
+        &device,
+    );
+    let whole = att.forward(x.clone(), None);
+    let mut cache = KvCache::default();
+    let parts = [(0, 4), (4, 8), (8, 9)]
+        .map(|(lo, hi)| att.forward(x.clone().narrow(1, lo, hi - lo), Some(&mut cache)));
+    assert_eq!(cache.len(), t);
+    let cached = Tensor::cat(parts.to_vec(), 1);
+    let diff = max_abs_diff(&floats(cached), &floats(whole));
+    assert!(diff < 1e-5, "cached attention differs by {diff}");
+
+    let qkv = |n: usize| {
+        Tensor::<4>::random(
+            [1, 2, n, 4],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        )
+    };
+    let (q, k, v) = (qkv(7), qkv(12), qkv(12));
+    let one = causal_attention_in_ranges(q.clone(), k.clone(), v.clone(), 1);
+    let ranged = causal_attention_in_ranges(q, k, v, 3);
+    let diff = max_abs_diff(&floats(one), &floats(ranged));
+    assert!(
+        diff < 1e-5,
+        "ranged attention behind a cache differs by {diff}"
+    );
 }

@@ -1,6 +1,7 @@
 use burn::tensor::{Bool, Tensor, TensorData};
 use proptest::prelude::*;
-use tsa_core::block::{Block, Gate};
+use tsa_core::block::Block;
+use tsa_core::gate::Gate;
 use tsa_core::sparse::keep_indices;
 
 use crate::common::*;
@@ -35,8 +36,9 @@ fn hard_vs_masked(
             scale: scale.clone(),
             queries,
         },
+        None,
     );
-    let dense = block.forward(h, &Gate::Soft(scale));
+    let dense = block.forward(h, &Gate::Soft(scale), None);
     max_abs_diff(&floats(hard), &floats(dense))
 }
 
@@ -89,8 +91,9 @@ fn sparse_block_with_nothing_halted_equals_the_dense_block() {
             scale: Tensor::ones([2, 5, 1], &device),
             queries: None,
         },
+        None,
     );
-    let dense = block.forward(h, &Gate::Open);
+    let dense = block.forward(h, &Gate::Open, None);
     assert!(max_abs_diff(&floats(hard), &floats(dense)) < 1e-6);
 }
 
@@ -111,6 +114,7 @@ fn everything_halted_leaves_the_state_unchanged() {
             scale: Tensor::zeros([1, 4, 1], &device),
             queries: None,
         },
+        None,
     );
     assert_eq!(floats(out), floats(h));
 }

@@ -107,11 +107,10 @@ impl Session {
 
     /// One optimiser step on a fresh random training batch.
     pub async fn step(&mut self) -> Result<StepStats, String> {
-        let context = self.config().context;
-        let rows = self
+        let (context, device) = (self.config().context, self.device());
+        let batch = self
             .corpus
-            .sample(Split::Train, self.batch, context, &mut self.rng);
-        let batch = self.batch(&rows, &self.device());
+            .batch(Split::Train, self.batch, context, &mut self.rng, &device);
         self.trainer.step(&batch).await.map_err(|e| e.to_string())
     }
 
@@ -177,8 +176,13 @@ impl Session {
         let prompt_len = 32.min(self.config().context);
         let prompt = self.corpus.split(Split::Val)[..prompt_len].to_vec();
         let model = self.trainer.inference_model();
+        // Sparse generation skips halted tokens' blocks (one token at a time: no gather/scatter).
+        let exec = match sparse {
+            true => Execution::Sparse(model.config.routing.keep_scale()),
+            false => Execution::Soft,
+        };
         let generation = model
-            .generate(&prompt, n, 0.8, sparse, &mut self.rng)
+            .generate(&prompt, n, 0.8, exec, &mut self.rng)
             .await
             .map_err(|e| e.to_string())?;
         let text = self

@@ -1,0 +1,27 @@
+//! What multiplies a block's residual updates, per token: the one thing that differs between
+//! the ways a routed block runs (§2.3: g = 1 − p_l in the paper's training).
+
+use burn::tensor::{Int, Tensor};
+
+#[derive(Debug, Clone)]
+pub enum Gate {
+    /// g = 1: the stem, the dense baseline, and early exit in training.
+    Open,
+    /// g ∈ [0, 1] of shape [B, T, 1]: TSA's gates, MoD's masked router weight, and hard routing
+    /// by masking (every token computes, the halted ones' updates are multiplied by 0).
+    Soft(Tensor<3>),
+    /// Sparse execution (§3.6): only the rows `keep` (flat indices into B·T) run the FFN, via
+    /// gather/scatter; attention runs for every token (their K/V are needed) but its update is
+    /// multiplied by `scale` [B, T, 1], which is zero on the halted tokens.
+    /// With `queries` (extended sparse mode), halted tokens also skip their attention query rows
+    /// and Q/output projections: `queries[b]` lists the kept positions of sequence b.
+    /// Built by `sparse::hard_gate`.
+    Hard {
+        keep: Tensor<1, Int>,
+        scale: Tensor<3>,
+        queries: Option<Vec<Vec<i64>>>,
+    },
+    /// The token skips the block (sparse generation, one token at a time): it only appends its
+    /// keys and values to the block's cache, for the tokens after it.
+    Skip,
+}
