@@ -68,7 +68,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let ctx = model_cfg.context;
-    let val = corpus.eval_batches(Split::Val, 8, 16, ctx, 7, &device);
+    let val = corpus.eval_batches(8, 16, ctx, &device);
     let mut rng = StdRng::seed_from_u64(train.seed);
     let start = Instant::now();
     for s in 0..steps {

@@ -37,6 +37,33 @@ pub enum Routing {
     MixtureOfDepths { capacity: f64 },
 }
 
+/// A routing variant without its parameters (command lines: `--routing tsa --lambda 0.01`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum RoutingKind {
+    Dense,
+    Tsa,
+    EarlyExit,
+    /// Mixture-of-Depths.
+    Mod,
+}
+
+impl RoutingKind {
+    /// The variant with its parameters (each used only by its own variant).
+    pub fn with(self, lambda: f64, gate: TsaGate, target: Option<f64>, capacity: f64) -> Routing {
+        match self {
+            RoutingKind::Dense => Routing::Dense,
+            RoutingKind::Tsa => Routing::Tsa {
+                lambda,
+                gate,
+                target,
+            },
+            RoutingKind::EarlyExit => Routing::EarlyExit,
+            RoutingKind::Mod => Routing::MixtureOfDepths { capacity },
+        }
+    }
+}
+
 /// How TSA's gate behaves in training. Inference always executes the same causal rule — a token
 /// runs block l+1 when p_l ≤ 0.5 — so the question is only whether training sees that rule.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -26,113 +26,111 @@ pub struct Generation {
     pub alpha: f64,
 }
 
-impl TsaModel {
-    /// Appends `n` sampled tokens to `prompt` (temperature 0: greedy), one token at a time with a
-    /// KV cache per block. When the context fills, the caches are rebuilt from the most recent
-    /// half of it. `exec` is `Soft` (the training gates without noise), `Hard(scale)` (the
-    /// inference rule by masking) or `Sparse(scale)` (the same rule, a halted token only
-    /// computes its K/V: real skipped work at batch 1); other executions are refused.
-    pub async fn generate(
-        &self,
-        prompt: &[u32],
-        n: usize,
-        temperature: f64,
-        exec: Execution,
-        rng: &mut StdRng,
-    ) -> Result<Generation> {
-        if prompt.is_empty() {
-            return Err(TsaError::InvalidConfig(
-                "generation needs a prompt of at least one token".into(),
-            ));
-        }
-        if let Some(&bad) = prompt
-            .iter()
-            .find(|&&t| t as usize >= self.config.vocab_size)
-        {
-            return Err(TsaError::UnknownToken(bad));
-        }
-        let skips = match exec {
-            Execution::Soft | Execution::Hard(_) => false,
-            Execution::Sparse(_) => true,
-            other => {
-                return Err(TsaError::InvalidConfig(format!(
-                    "generation runs Soft, Hard or Sparse, not {other:?}"
-                )));
-            }
-        };
-        let mut history: Vec<u32> = prompt.to_vec();
-        let mut caches = vec![KvCache::default(); self.blocks.len()];
-        let mut out = Generation::default();
-        let (mut active, mut decisions) = (0.0, 0usize);
-        // Prefill all but the last prompt token; each step feeds one token and predicts the next.
-        let keep = self.config.context;
-        let start = history.len().saturating_sub(keep);
-        for &t in &history[start..history.len() - 1] {
-            self.token_step(t, &mut caches, exec, skips).await?;
-        }
-        for _ in 0..n {
-            if caches[0].len() >= keep {
-                caches = vec![KvCache::default(); self.blocks.len()];
-                let recent = history.len().saturating_sub(keep / 2);
-                for &t in &history[recent..history.len() - 1] {
-                    self.token_step(t, &mut caches, exec, skips).await?;
-                }
-            }
-            let last = history[history.len() - 1];
-            let (logits, p) = self.token_step(last, &mut caches, exec, skips).await?;
-            let next = sample(&logits, temperature, rng);
-            for &pl in &p {
-                active += match exec {
-                    Execution::Soft => 1.0 - pl as f64,
-                    _ => f64::from(u8::from(pl as f64 <= HALT_THRESHOLD)),
-                };
-                decisions += 1;
-            }
-            out.halting.push(p);
-            out.tokens.push(next);
-            history.push(next);
-        }
-        out.alpha = if decisions == 0 {
-            1.0
-        } else {
-            active / decisions as f64
-        };
-        Ok(out)
+/// Appends `n` sampled tokens to `prompt` (temperature 0: greedy), one token at a time with a
+/// KV cache per block. When the context fills, the caches are rebuilt from the most recent
+/// half of it. `exec` is `Soft` (the training gates without noise), `Hard(scale)` (the
+/// inference rule by masking) or `Sparse(scale)` (the same rule, a halted token only
+/// computes its K/V: real skipped work at batch 1); other executions are refused.
+pub async fn generate(
+    model: &TsaModel,
+    prompt: &[u32],
+    n: usize,
+    temperature: f64,
+    exec: Execution,
+    rng: &mut StdRng,
+) -> Result<Generation> {
+    if prompt.is_empty() {
+        return Err(TsaError::InvalidConfig(
+            "generation needs a prompt of at least one token".into(),
+        ));
     }
+    if let Some(&bad) = prompt
+        .iter()
+        .find(|&&t| t as usize >= model.config.vocab_size)
+    {
+        return Err(TsaError::UnknownToken(bad));
+    }
+    let skips = match exec {
+        Execution::Soft | Execution::Hard(_) => false,
+        Execution::Sparse(_) => true,
+        other => {
+            return Err(TsaError::InvalidConfig(format!(
+                "generation runs Soft, Hard or Sparse, not {other:?}"
+            )));
+        }
+    };
+    let mut history: Vec<u32> = prompt.to_vec();
+    let mut caches = vec![KvCache::default(); model.blocks.len()];
+    let mut out = Generation::default();
+    let (mut active, mut decisions) = (0.0, 0usize);
+    // Prefill all but the last prompt token; each step feeds one token and predicts the next.
+    let keep = model.config.context;
+    let start = history.len().saturating_sub(keep);
+    for &t in &history[start..history.len() - 1] {
+        token_step(model, t, &mut caches, exec, skips).await?;
+    }
+    for _ in 0..n {
+        if caches[0].len() >= keep {
+            caches = vec![KvCache::default(); model.blocks.len()];
+            let recent = history.len().saturating_sub(keep / 2);
+            for &t in &history[recent..history.len() - 1] {
+                token_step(model, t, &mut caches, exec, skips).await?;
+            }
+        }
+        let last = history[history.len() - 1];
+        let (logits, p) = token_step(model, last, &mut caches, exec, skips).await?;
+        let next = sample(&logits, temperature, rng);
+        for &pl in &p {
+            active += match exec {
+                Execution::Soft => 1.0 - pl as f64,
+                _ => f64::from(u8::from(pl as f64 <= HALT_THRESHOLD)),
+            };
+            decisions += 1;
+        }
+        out.halting.push(p);
+        out.tokens.push(next);
+        history.push(next);
+    }
+    out.alpha = if decisions == 0 {
+        1.0
+    } else {
+        active / decisions as f64
+    };
+    Ok(out)
+}
 
-    /// Feeds one token at the next position: its next-token logits and halting probabilities.
-    /// The gates are the forward pass's (`Sparse` asks for the masked rule, and a halted token
-    /// then skips its block, keeping only its K/V); routers read back once each.
-    async fn token_step(
-        &self,
-        token: u32,
-        caches: &mut [KvCache],
-        exec: Execution,
-        skips: bool,
-    ) -> Result<(Vec<f32>, Vec<f32>)> {
-        let device = self.device();
-        let x = Tensor::<2, Int>::from_data(TensorData::new(vec![token as i32], [1, 1]), &device);
-        let pos = caches[0].len();
-        let mut h = self.blocks[0].forward(self.embed(x, pos), &Gate::Open, Some(&mut caches[0]));
-        let exec = match exec {
-            Execution::Sparse(scale) => Execution::Hard(scale),
-            other => other,
-        };
-        let mut trace = Trace::new(self.config.routing, exec);
-        let mut halting = Vec::new();
-        for l in 0..self.config.n_routers() {
-            let mut gate = self.gate(l, &h, exec, &mut trace);
-            if let Some(p) = trace.halting.get(l) {
-                let p = read::floats(p.clone()).await?[0];
-                halting.push(p);
-                if skips && p as f64 > HALT_THRESHOLD {
-                    gate = Gate::Skip;
-                }
+/// Feeds one token at the next position: its next-token logits and halting probabilities.
+/// The gates are the forward pass's (`Sparse` asks for the masked rule, and a halted token
+/// then skips its block, keeping only its K/V); routers read back once each.
+async fn token_step(
+    model: &TsaModel,
+    token: u32,
+    caches: &mut [KvCache],
+    exec: Execution,
+    skips: bool,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let device = model.device();
+    let x = Tensor::<2, Int>::from_data(TensorData::new(vec![token as i32], [1, 1]), &device);
+    let pos = caches[0].len();
+    let mut h = model.blocks[0].forward(model.embed(x, pos), &Gate::Open, Some(&mut caches[0]));
+    let exec = match exec {
+        Execution::Sparse(scale) => Execution::Hard(scale),
+        other => other,
+    };
+    let mut trace = Trace::new(model.config.routing, exec);
+    let mut halting = Vec::new();
+    for l in 0..model.config.n_routers() {
+        let mut gate = model.gate(l, &h, exec, &mut trace);
+        if let Some(p) = trace.halting.get(l) {
+            let p = read::floats(p.clone()).await?[0];
+            halting.push(p);
+            if skips && p as f64 > HALT_THRESHOLD {
+                gate = Gate::Skip;
             }
-            h = self.blocks[l + 1].forward(h, &gate, Some(&mut caches[l + 1]));
         }
-        Ok((read::floats(self.logits(h)).await?, halting))
+        h = model.blocks[l + 1].forward(h, &gate, Some(&mut caches[l + 1]));
     }
+    Ok((read::floats(model.logits(h)).await?, halting))
 }
 
 fn sample(logits: &[f32], temperature: f64, rng: &mut StdRng) -> u32 {

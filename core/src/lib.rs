@@ -28,10 +28,10 @@ pub mod routing;
 pub mod sparse;
 pub mod train;
 
-pub use config::{InitScheme, Routing, TsaConfig, TsaGate};
+pub use config::{InitScheme, Routing, RoutingKind, TsaConfig, TsaGate};
 pub use error::{Result, TsaError};
 pub use model::{Execution, ModelOutput, TsaModel};
 pub use optim::TrainConfig;
-pub use recipe::Recipe;
+pub use recipe::{Preset, Recipe};
 pub use routing::KeepScale;
 pub use train::{EvalStats, StepStats, Trainer, evaluate};

@@ -1,6 +1,8 @@
 //! Named recipes: a model shape and the training schedule that goes with it, in one place, so
 //! that the CLI, `reproduce`, the web app and the tests train the same thing under the same name.
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::{Routing, TsaConfig};
 use crate::optim::TrainConfig;
 
@@ -106,13 +108,61 @@ impl Recipe {
         }
     }
 
-    /// The recipe named `name` (`paper`, `quick`, `tiny`; the tasks have their own).
-    pub fn lm(name: &str, vocab_size: usize, routing: Routing) -> Option<Self> {
-        match name {
-            "paper" => Some(Self::paper_lm(vocab_size, routing)),
-            "quick" => Some(Self::quick_lm(vocab_size, routing)),
-            "tiny" => Some(Self::tiny(vocab_size, routing)),
-            _ => None,
+    /// The tests' model: d=32, L=3, H=2, d_ff=64, context 16; ten steps of batch 4 at lr 1e-2.
+    pub fn micro(vocab_size: usize, routing: Routing) -> Self {
+        Self {
+            name: "micro",
+            model: TsaConfig::new(vocab_size)
+                .with_d_model(32)
+                .with_n_layers(3)
+                .with_n_heads(2)
+                .with_d_ff(64)
+                .with_context(16)
+                .with_routing(routing),
+            train: TrainConfig::new()
+                .with_lr(1e-2)
+                .with_warmup_steps(1)
+                .with_steps(10)
+                .with_batch_size(4),
+            eval_every: 5,
+            eval_batches: 1,
         }
+    }
+}
+
+/// The named language-model recipes, for command lines and the web app's presets (the synthetic
+/// tasks have their own: [`Recipe::synthetic`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Preset {
+    /// The paper's LM recipe (§3.2 + the authors' code: lr 3e-4, no warm-up, dropout 0.1).
+    Paper,
+    /// Quick scale: d=128, context 64, batch 16, lr 2e-3, 600 steps.
+    Quick,
+    /// Trains in about a minute on a CPU or in a browser tab (the web app's default).
+    Tiny,
+    /// The tests' model: d=32, L=3, context 16.
+    Micro,
+}
+
+impl Preset {
+    pub const ALL: [Preset; 4] = [Preset::Paper, Preset::Quick, Preset::Tiny, Preset::Micro];
+
+    pub fn recipe(self, vocab_size: usize, routing: Routing) -> Recipe {
+        match self {
+            Preset::Paper => Recipe::paper_lm(vocab_size, routing),
+            Preset::Quick => Recipe::quick_lm(vocab_size, routing),
+            Preset::Tiny => Recipe::tiny(vocab_size, routing),
+            Preset::Micro => Recipe::micro(vocab_size, routing),
+        }
+    }
+
+    /// The recipe's name (`paper`, `quick`, `tiny`, `micro`).
+    pub fn name(self) -> &'static str {
+        self.recipe(1, Routing::Dense).name
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
     }
 }

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use tsa_core::data::source::EVAL_SEED;
 use tsa_core::data::{Corpus, Split};
 use tsa_core::read::block_on;
 use tsa_core::{EvalStats, Execution, KeepScale, Routing, evaluate};
@@ -71,14 +70,7 @@ pub fn main(args: &EvalArgs) -> Result<()> {
             path.display()
         )
     })?;
-    let batches = corpus.eval_batches(
-        Split::Val,
-        args.batches,
-        args.batch,
-        ctx,
-        EVAL_SEED,
-        &chosen.device,
-    );
+    let batches = corpus.eval_batches(args.batches, args.batch, ctx, &chosen.device);
 
     let routing = model.config.routing;
     let mut runs: Vec<(String, Execution)> = vec![("soft (as trained)".into(), Execution::Soft)];

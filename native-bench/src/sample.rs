@@ -10,6 +10,7 @@ use clap::Args;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tsa_core::Execution;
+use tsa_core::generate::generate;
 use tsa_core::read::block_on;
 
 use crate::args::load_checkpoint;
@@ -67,7 +68,14 @@ pub fn main(args: &SampleArgs) -> Result<()> {
         };
         let mut rng = StdRng::seed_from_u64(args.seed);
         let t0 = Instant::now();
-        let g = block_on(model.generate(&prompt, args.chars, args.temperature, exec, &mut rng))?;
+        let g = block_on(generate(
+            &model,
+            &prompt,
+            args.chars,
+            args.temperature,
+            exec,
+            &mut rng,
+        ))?;
         let secs = t0.elapsed().as_secs_f64();
         let text = tok.decode(&g.tokens)?;
         let painted: String = text

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use burn::tensor::Device;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -16,45 +16,20 @@ use tsa_core::data::Corpus;
 use tsa_core::data::tasks::{Task, TaskSet};
 use tsa_core::read::block_on;
 use tsa_core::{
-    EvalStats, Execution, InitScheme, Recipe, Routing, TrainConfig, Trainer, TsaConfig, TsaGate,
-    TsaModel, evaluate,
+    EvalStats, Execution, InitScheme, Preset, Recipe, Routing, RoutingKind, TrainConfig, Trainer,
+    TsaConfig, TsaGate, TsaModel, evaluate,
 };
 
 use crate::args::ShapeArgs;
 use crate::device::{self, DeviceChoice};
 
-#[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
-pub enum Variant {
-    Dense,
-    Tsa,
-    EarlyExit,
-    Mod,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
-pub enum TaskArg {
-    Copy,
-    Sort,
-}
-
-/// Named model + schedule (tsa_core::Recipe); every flag below overrides its part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RecipeArg {
-    /// The paper's LM recipe (§3.2 + the authors' code: lr 3e-4, no warm-up, dropout 0.1).
-    Paper,
-    /// Quick scale: d=128, context 64, batch 16, lr 2e-3, 600 steps.
-    Quick,
-    /// The web app's tiny model.
-    Tiny,
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct TrainArgs {
     #[arg(long, value_enum, default_value = "tsa")]
-    pub routing: Variant,
+    pub routing: RoutingKind,
     /// Model and schedule to start from (the synthetic tasks always use the paper's §3.1 one).
     #[arg(long, value_enum, default_value = "paper")]
-    pub recipe: RecipeArg,
+    pub recipe: Preset,
     /// TSA depth-loss weight λ.
     #[arg(long, default_value_t = 0.001)]
     pub lambda: f64,
@@ -69,7 +44,7 @@ pub struct TrainArgs {
     pub capacity: f64,
     /// Train on a synthetic task instead of a corpus.
     #[arg(long, value_enum)]
-    pub task: Option<TaskArg>,
+    pub task: Option<Task>,
     /// Any UTF-8 text (default: Tiny-Shakespeare from $TSA_CORPUS or data/tinyshakespeare.txt).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
@@ -117,27 +92,15 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     pub fn routing(&self) -> Routing {
-        match self.routing {
-            Variant::Dense => Routing::Dense,
-            Variant::Tsa => Routing::Tsa {
-                lambda: self.lambda,
-                gate: self.gate,
-                target: self.target,
-            },
-            Variant::EarlyExit => Routing::EarlyExit,
-            Variant::Mod => Routing::MixtureOfDepths {
-                capacity: self.capacity,
-            },
-        }
+        self.routing
+            .with(self.lambda, self.gate, self.target, self.capacity)
     }
 
     /// The recipe with every given flag applied.
     pub fn recipe(&self, vocab_size: usize) -> Recipe {
-        let base = match (self.task, self.recipe) {
-            (Some(_), _) => Recipe::synthetic(self.routing()),
-            (None, RecipeArg::Paper) => Recipe::paper_lm(vocab_size, self.routing()),
-            (None, RecipeArg::Quick) => Recipe::quick_lm(vocab_size, self.routing()),
-            (None, RecipeArg::Tiny) => Recipe::tiny(vocab_size, self.routing()),
+        let base = match self.task {
+            Some(_) => Recipe::synthetic(self.routing()),
+            None => self.recipe.recipe(vocab_size, self.routing()),
         };
         let mut model = self.shape.apply(base.model);
         let mut train = base.train.with_seed(self.seed);
@@ -325,17 +288,10 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
     eprintln!("device: {}", chosen.name);
     let (data, vocab) = match args.task {
-        Some(t) => {
-            let task = if t == TaskArg::Copy {
-                Task::Copy
-            } else {
-                Task::Sort
-            };
-            (
-                Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)),
-                None,
-            )
-        }
+        Some(task) => (
+            Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)),
+            None,
+        ),
         None => {
             let ctx = args.recipe(1).model.context;
             let c = load_corpus(args.corpus.as_ref(), ctx)?;

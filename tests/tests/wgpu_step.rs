@@ -4,16 +4,10 @@
 use burn::tensor::{Device, DeviceType};
 use tsa_core::data::Batch;
 use tsa_core::read::block_on;
-use tsa_core::{Routing, TrainConfig, Trainer, TsaConfig};
+use tsa_core::{Recipe, Routing, TrainConfig, Trainer, TsaConfig};
 
 fn micro() -> TsaConfig {
-    TsaConfig::new(16)
-        .with_d_model(32)
-        .with_n_layers(3)
-        .with_n_heads(2)
-        .with_d_ff(64)
-        .with_context(8)
-        .with_routing(Routing::tsa(0.01))
+    Recipe::micro(16, Routing::tsa(0.01)).model.with_context(8)
 }
 
 fn two_steps(device: &Device) -> (f32, f32) {

@@ -3,30 +3,8 @@
 use serde::{Deserialize, Serialize};
 use tsa_core::{Recipe, Routing, TrainConfig, TsaConfig};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Preset {
-    /// Trains in about a minute on a CPU.
-    Tiny,
-    /// The paper's Tiny-Shakespeare model (§3.2).
-    Paper,
-}
-
-impl Preset {
-    pub fn name(self) -> &'static str {
-        match self {
-            Preset::Tiny => "tiny",
-            Preset::Paper => "paper",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "tiny" => Some(Preset::Tiny),
-            "paper" => Some(Preset::Paper),
-            _ => None,
-        }
-    }
-}
+/// The app offers tsa-core's `tiny` and `paper` recipes.
+pub use tsa_core::Preset;
 
 /// The form's values. Heads and context follow the preset; the rest can be edited.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,10 +35,7 @@ impl Settings {
         // the routers closed almost every gate (α 0.02) while the blocks scaled their updates up
         // to compensate, so the heatmap showed nothing. Paper: the paper's LM recipe (lr 3e-4,
         // no warm-up, dropout 0.1, batch 64, 5,000 steps).
-        let recipe = match preset {
-            Preset::Tiny => Recipe::tiny(1, Routing::tsa(0.001)),
-            Preset::Paper => Recipe::paper_lm(1, Routing::tsa(0.001)),
-        };
+        let recipe = preset.recipe(1, Routing::tsa(0.001));
         let (m, t) = (&recipe.model, &recipe.train);
         Self {
             preset,
@@ -89,8 +64,10 @@ impl Settings {
             true => Routing::tsa(self.lambda),
             false => Routing::Dense,
         };
-        // d_ff stays 4·d when d is edited, as in both presets.
-        let config = TsaConfig::new(vocab_size)
+        // The preset's model with the form's values; d_ff stays 4·d when d is edited.
+        let config = self
+            .recipe(vocab_size)
+            .model
             .with_d_model(self.d_model)
             .with_n_layers(self.n_layers)
             .with_n_heads(self.n_heads)
@@ -106,13 +83,20 @@ impl Settings {
         if self.eval_every == 0 {
             return Err("evaluate-every must be at least 1".into());
         }
-        let config = TrainConfig::new()
+        // The preset's schedule (weight decay, clipping, cosine floor) with the form's values.
+        let config = self
+            .recipe(1)
+            .train
             .with_lr(self.lr)
             .with_batch_size(self.batch)
             .with_steps(self.steps)
             .with_warmup_steps(self.warmup.min(self.steps / 10));
         config.validate().map_err(|e| e.to_string())?;
         Ok(config)
+    }
+
+    fn recipe(&self, vocab_size: usize) -> Recipe {
+        self.preset.recipe(vocab_size, Routing::Dense)
     }
 
     /// Sets d (and d_ff = 4d), keeping the heads if they still divide it.

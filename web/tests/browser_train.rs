@@ -4,8 +4,9 @@
 
 use burn::tensor::Device;
 use burn::tensor::wgpu::WgpuBackend;
+use rand::SeedableRng;
 use tsa_core::data::{Corpus, Split};
-use tsa_core::{Routing, TrainConfig, Trainer, TsaConfig};
+use tsa_core::{Recipe, Routing, TrainConfig, Trainer};
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -34,14 +35,10 @@ async fn train_with(
 ) -> (f32, f32, f32) {
     let context = 16;
     let corpus = Corpus::from_text(TEXT, context).expect("corpus");
-    let model = TsaConfig::new(corpus.tokenizer.vocab_size())
-        .with_d_model(32)
-        .with_n_layers(3)
-        .with_n_heads(2)
-        .with_d_ff(64)
+    let model = Recipe::micro(corpus.tokenizer.vocab_size(), routing)
+        .model
         .with_context(context)
-        .with_dropout(dropout)
-        .with_routing(routing);
+        .with_dropout(dropout);
     let train = TrainConfig::new()
         .with_lr(1e-2)
         .with_warmup_steps(1)

@@ -9,6 +9,9 @@ use crate::data::batch::Batch;
 use crate::data::tokenizer::CharTokenizer;
 use crate::error::{Result, TsaError};
 
+/// Seed of the fixed validation windows every evaluation of a corpus run uses.
+pub const EVAL_SEED: u64 = 4242;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Split {
     Train,
@@ -130,17 +133,16 @@ impl Corpus {
         Batch::new(x, y, None, context, device)
     }
 
-    /// [`Self::eval_windows`] as batches on `device`.
+    /// The validation batches every evaluation of a corpus run uses: [`Self::eval_windows`]
+    /// of the validation split under [`EVAL_SEED`], on `device`.
     pub fn eval_batches(
         &self,
-        split: Split,
         n_batches: usize,
         batch: usize,
         context: usize,
-        seed: u64,
         device: &Device,
     ) -> Vec<Batch> {
-        self.eval_windows(split, n_batches, batch, context, seed)
+        self.eval_windows(Split::Val, n_batches, batch, context, EVAL_SEED)
             .into_iter()
             .map(|(x, y)| Batch::new(x, y, None, context, device))
             .collect()

@@ -8,9 +8,6 @@ use crate::data::batch::Batch;
 use crate::data::corpus::{Corpus, Split};
 use crate::data::tasks::{self, TaskSet};
 
-/// Seed of the fixed validation windows every evaluation of a corpus run uses.
-pub const EVAL_SEED: u64 = 4242;
-
 /// Held-out task sequences per evaluation batch.
 const TASK_EVAL_BATCH: usize = 100;
 
@@ -45,7 +42,7 @@ impl Data {
     /// Fixed evaluation batches: `n` seeded validation batches, or the whole held-out task set.
     pub fn eval_set(&self, n: usize, batch: usize, context: usize, device: &Device) -> Vec<Batch> {
         match self {
-            Data::Lm(c) => c.eval_batches(Split::Val, n, batch, context, EVAL_SEED, device),
+            Data::Lm(c) => c.eval_batches(n, batch, context, device),
             Data::Task(t) => t.test_batches(TASK_EVAL_BATCH, device),
         }
     }

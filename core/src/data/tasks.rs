@@ -25,6 +25,7 @@ pub const FIRST_SCORED: usize = SRC_LEN + 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Task {
     Copy,
     Sort,

@@ -14,15 +14,9 @@ pub fn all_routings() -> Vec<Routing> {
     ]
 }
 
-/// A very small model: d=32, L=3, H=2, d_ff=64, context 16.
+/// The micro recipe's model: d=32, L=3, H=2, d_ff=64, context 16.
 pub fn micro(vocab: usize, routing: Routing) -> TsaConfig {
-    TsaConfig::new(vocab)
-        .with_d_model(32)
-        .with_n_layers(3)
-        .with_n_heads(2)
-        .with_d_ff(64)
-        .with_context(16)
-        .with_routing(routing)
+    tsa_core::Recipe::micro(vocab, routing).model
 }
 
 pub fn model(config: &TsaConfig, seed: u64, device: &Device) -> TsaModel {

@@ -1,5 +1,6 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use tsa_core::generate::generate;
 use tsa_core::read::block_on;
 use tsa_core::{Execution, KeepScale, Routing, TsaModel};
 
@@ -38,14 +39,14 @@ fn cached_generation_matches_the_full_forward_pass() {
         }
         let prompt = [1, 5, 2, 7];
         let mut rng = StdRng::seed_from_u64(0);
-        let soft = block_on(m.generate(&prompt, 8, 0.0, Execution::Soft, &mut rng)).unwrap();
+        let soft = block_on(generate(&m, &prompt, 8, 0.0, Execution::Soft, &mut rng)).unwrap();
         assert_eq!(
             soft.tokens,
             greedy_full(&m, &prompt, 8, Execution::Soft),
             "{routing:?} soft"
         );
         let sparse_exec = Execution::Sparse(KeepScale::OneMinusP);
-        let sparse = block_on(m.generate(&prompt, 8, 0.0, sparse_exec, &mut rng)).unwrap();
+        let sparse = block_on(generate(&m, &prompt, 8, 0.0, sparse_exec, &mut rng)).unwrap();
         assert_eq!(
             sparse.tokens,
             greedy_full(&m, &prompt, 8, sparse_exec),
@@ -53,7 +54,7 @@ fn cached_generation_matches_the_full_forward_pass() {
         );
         // Masking instead of skipping: the same tokens and the same executed α.
         let hard_exec = Execution::Hard(KeepScale::OneMinusP);
-        let hard = block_on(m.generate(&prompt, 8, 0.0, hard_exec, &mut rng)).unwrap();
+        let hard = block_on(generate(&m, &prompt, 8, 0.0, hard_exec, &mut rng)).unwrap();
         assert_eq!(hard.tokens, sparse.tokens, "{routing:?} hard");
         assert_eq!(hard.alpha, sparse.alpha, "{routing:?} hard α");
         if routing.has_routers() {
@@ -68,15 +69,15 @@ fn generation_runs_past_the_context_and_refuses_bad_prompts() {
     let device = cpu();
     let m = model(&micro(10, Routing::tsa(0.0)), 4, &device);
     let mut rng = StdRng::seed_from_u64(1);
-    let g = block_on(m.generate(&[3; 20], 30, 1.0, Execution::Soft, &mut rng)).unwrap();
+    let g = block_on(generate(&m, &[3; 20], 30, 1.0, Execution::Soft, &mut rng)).unwrap();
     assert_eq!(
         g.tokens.len(),
         30,
         "context is 16: the cache must roll over"
     );
     assert!(g.tokens.iter().all(|&t| t < 10));
-    assert!(block_on(m.generate(&[], 3, 1.0, Execution::Soft, &mut rng)).is_err());
-    assert!(block_on(m.generate(&[42], 3, 1.0, Execution::Soft, &mut rng)).is_err());
+    assert!(block_on(generate(&m, &[], 3, 1.0, Execution::Soft, &mut rng)).is_err());
+    assert!(block_on(generate(&m, &[42], 3, 1.0, Execution::Soft, &mut rng)).is_err());
     let exit = Execution::Exit { threshold: 0.9 };
-    assert!(block_on(m.generate(&[3], 3, 1.0, exit, &mut rng)).is_err());
+    assert!(block_on(generate(&m, &[3], 3, 1.0, exit, &mut rng)).is_err());
 }

@@ -8,6 +8,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tsa_core::checkpoint::{self, CheckpointMeta};
 use tsa_core::data::{Batch, CharTokenizer, Corpus, Split};
+use tsa_core::generate;
 use tsa_core::{EvalStats, Execution, StepStats, TrainConfig, Trainer, TsaConfig, read};
 
 use crate::protocol::TokenView;
@@ -181,8 +182,7 @@ impl Session {
             true => Execution::Sparse(model.config.routing.keep_scale()),
             false => Execution::Soft,
         };
-        let generation = model
-            .generate(&prompt, n, 0.8, exec, &mut self.rng)
+        let generation = generate::generate(&model, &prompt, n, 0.8, exec, &mut self.rng)
             .await
             .map_err(|e| e.to_string())?;
         let text = self
