@@ -9,6 +9,7 @@ mod eval;
 mod report;
 mod reproduce;
 mod sample;
+mod tables;
 mod throughput;
 mod train;
 

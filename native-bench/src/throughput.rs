@@ -38,7 +38,7 @@ pub struct ThroughputArgs {
     /// Timed rounds; each round runs every condition once, in turn.
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// A trained checkpoint to time as "sparse-TSA (trained)"; its shapes replace the flags.
+    /// A trained checkpoint to time as well, dense and sparse; its shapes replace the flags.
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
     /// Print JSON lines instead of the markdown table.
@@ -63,6 +63,42 @@ pub struct Row {
     pub speedup: f64,
 }
 
+/// Where a condition's weights come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weights {
+    /// Freshly initialised from one seed, dense and TSA.
+    Fresh,
+    /// The fresh TSA weights with router biases set for one `--alphas` target (its rows' names
+    /// end in it).
+    Calibrated,
+    /// `--checkpoint`'s.
+    Trained,
+}
+
+/// How a condition runs its weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// Every block for every token.
+    Dense,
+    Soft,
+    Sparse,
+    SparseQueries,
+}
+
+/// The table's conditions in the order they are timed; the first is the speedups' baseline.
+/// "trained weights, dense" is the fair baseline for trained weights: on flex a trained model's
+/// GELU is slower than fresh weights' (docs/RESULTS.md).
+#[rustfmt::skip]
+const CONDITIONS: [(Weights, Run, &str); 7] = [
+    (Weights::Fresh,      Run::Dense,         "baseline (dense)"),
+    (Weights::Fresh,      Run::Soft,          "soft-TSA"),
+    (Weights::Calibrated, Run::Sparse,        "sparse-TSA α="),
+    (Weights::Calibrated, Run::SparseQueries, "sparse-TSA+queries α="),
+    (Weights::Trained,    Run::Dense,         "trained weights, dense"),
+    (Weights::Trained,    Run::Sparse,        "sparse-TSA (trained)"),
+    (Weights::Trained,    Run::SparseQueries, "sparse-TSA+queries (trained)"),
+];
+
 struct Condition {
     name: String,
     model: TsaModel,
@@ -72,14 +108,37 @@ struct Condition {
 }
 
 impl Condition {
-    fn new(name: impl Into<String>, model: TsaModel, exec: Execution) -> Self {
-        Self {
-            name: name.into(),
-            model,
-            exec,
-            times: vec![],
-            alpha: None,
-        }
+    /// The conditions `CONDITIONS` lists for `weights`, named with `suffix`: `routed` runs soft
+    /// or sparse (kept tokens scaled as its routing trained them); a dense row runs `dense`, or
+    /// without it `routed` with every block.
+    fn of(
+        weights: Weights,
+        routed: &TsaModel,
+        dense: Option<&TsaModel>,
+        suffix: &str,
+    ) -> Vec<Self> {
+        let keep = routed.config.routing.keep_scale();
+        let rows = CONDITIONS.iter().filter(|(w, ..)| *w == weights);
+        rows.map(|&(_, run, name)| {
+            let (model, exec) = match run {
+                Run::Dense => {
+                    let mut all_blocks = dense.unwrap_or(routed).clone();
+                    all_blocks.config.routing = Routing::Dense;
+                    (all_blocks, Execution::Soft)
+                }
+                Run::Soft => (routed.clone(), Execution::Soft),
+                Run::Sparse => (routed.clone(), Execution::Sparse(keep)),
+                Run::SparseQueries => (routed.clone(), Execution::SparseQueries(keep)),
+            };
+            Self {
+                name: format!("{name}{suffix}"),
+                model,
+                exec,
+                times: vec![],
+                alpha: None,
+            }
+        })
+        .collect()
     }
 }
 
@@ -194,43 +253,18 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
             .map(|_| rng.random_range(0..shape.vocab_size as i32))
             .collect();
         let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, seq]), &device);
-        let mut conds = vec![
-            Condition::new("baseline (dense)", dense.clone(), Execution::Soft),
-            Condition::new("soft-TSA", tsa.clone(), Execution::Soft),
-        ];
+        let mut conds = Condition::of(Weights::Fresh, &tsa, Some(&dense), "");
         for &a in &args.alphas {
-            let m = calibrate(tsa.clone(), &tokens, a)?;
-            conds.push(Condition::new(
-                format!("sparse-TSA α={a}"),
-                m.clone(),
-                Execution::Sparse(KeepScale::OneMinusP),
-            ));
-            conds.push(Condition::new(
-                format!("sparse-TSA+queries α={a}"),
-                m,
-                Execution::SparseQueries(KeepScale::OneMinusP),
+            let calibrated = calibrate(tsa.clone(), &tokens, a)?;
+            conds.extend(Condition::of(
+                Weights::Calibrated,
+                &calibrated,
+                None,
+                &a.to_string(),
             ));
         }
         if let Some(m) = &trained {
-            // The same trained weights with every block run for every token: the fair baseline
-            // for them (on flex a trained model's GELU is slower than fresh weights', docs/RESULTS.md).
-            let mut all_blocks = m.clone();
-            all_blocks.config.routing = Routing::Dense;
-            conds.push(Condition::new(
-                "trained weights, dense",
-                all_blocks,
-                Execution::Soft,
-            ));
-            conds.push(Condition::new(
-                "sparse-TSA (trained)",
-                m.clone(),
-                Execution::Sparse(m.config.routing.keep_scale()),
-            ));
-            conds.push(Condition::new(
-                "sparse-TSA+queries (trained)",
-                m.clone(),
-                Execution::SparseQueries(m.config.routing.keep_scale()),
-            ));
+            conds.extend(Condition::of(Weights::Trained, m, None, ""));
         }
         for c in conds.iter_mut() {
             c.alpha = executed_alpha(&c.model, &tokens, c.exec)?;
@@ -391,10 +425,47 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
+    /// The checkpoint's rows: its weights with every block, and sparse with the keep scale its
+    /// gate trained (straight-through: kept tokens unscaled).
+    #[test]
+    fn trained_weights_run_dense_and_sparse_as_they_were_trained() {
+        let routing = Routing::Tsa {
+            lambda: 0.0,
+            gate: tsa_core::TsaGate::StraightThrough,
+            target: None,
+        };
+        let config = TsaConfig::new(20)
+            .with_d_model(32)
+            .with_n_layers(3)
+            .with_n_heads(2)
+            .with_d_ff(64)
+            .with_context(16)
+            .with_routing(routing);
+        let model = config.init(&burn::tensor::Device::flex()).unwrap();
+        let conds = Condition::of(Weights::Trained, &model, None, "");
+        let got: Vec<_> = (conds.iter())
+            .map(|c| (c.name.as_str(), c.model.config.routing, c.exec))
+            .collect();
+        let keep = KeepScale::One;
+        assert_eq!(
+            got,
+            [
+                ("trained weights, dense", Routing::Dense, Execution::Soft),
+                ("sparse-TSA (trained)", routing, Execution::Sparse(keep)),
+                (
+                    "sparse-TSA+queries (trained)",
+                    routing,
+                    Execution::SparseQueries(keep)
+                ),
+            ]
+        );
+    }
+
     #[test]
     fn flags_that_cannot_be_timed_are_refused_by_name() {
         let base = tiny(std::env::temp_dir().join("tsa-throughput-refused"));
-        let cases: [(&str, fn(&mut ThroughputArgs)); 4] = [
+        type BreakIt = fn(&mut ThroughputArgs);
+        let cases: [(&str, BreakIt); 4] = [
             ("--batch", |a| a.batch = vec![8, 0]),
             ("--seq", |a| a.seq = 0),
             ("--runs", |a| a.runs = 0),
