@@ -96,6 +96,10 @@ async function cpuSession(browser, base) {
   console.log(`executed alpha ${executed}, executed TLOps saved ${await page.getByTestId('executed-tlops').textContent()}`);
   assert.ok(executed >= 0 && executed <= 1, `executed alpha ${executed}`);
   assert.match(await page.getByTestId('executed-tlops').textContent(), /^-?\d+(\.\d+)?%$/);
+  // ...and the validation loss with that rule executed, beside the soft one.
+  const executedVal = await num(page, 'executed-val-loss');
+  console.log(`soft gate: val loss ${lastVal} soft, ${executedVal} executed`);
+  assert.ok(Number.isFinite(executedVal) && executedVal > 0, `executed val loss ${executedVal}`);
 
   // Hover a character: the tooltip lists p at both routers (L = 3), matching data-p.
   const heat = page.getByTestId('heatmap');
@@ -253,6 +257,34 @@ async function cpuSession(browser, base) {
   await page.close();
 }
 
+// A gate whose training forward pass is the inference rule (straight-through, kept tokens scaled
+// by 1 − p) with a compute target: what trains is what runs, so the soft and the executed
+// validation losses are the same number.
+async function executableSession(browser, base) {
+  const { page, logs } = await open(browser, base, '/?backend=cpu');
+  const steps = 40;
+  await page.getByTestId('model-kind').selectOption('st-scaled');
+  await setFields(page, { d: 32, 'layers L': 3, batch: 8, steps, 'learning rate': 0.01, 'target executed α': 0.5 });
+  await page.getByTestId('train-start').click();
+  await waitForSteps(page, steps, 300_000);
+  const soft = await num(page, 'val-loss');
+  const executed = await num(page, 'executed-val-loss');
+  const alpha = await num(page, 'executed-alpha');
+  console.log(`straight-through x(1-p), target 0.5: val loss ${soft} soft, ${executed} executed, executed alpha ${alpha}`);
+  assert.ok(Math.abs(soft - executed) < 1e-4, `trains what runs: soft ${soft} vs executed ${executed}`);
+  assert.ok(alpha >= 0 && alpha <= 1, `executed alpha ${alpha}`);
+  // An impossible target is refused with the reason, before anything starts.
+  await page.getByTestId('train-reset').click();
+  await setFields(page, { 'target executed α': 1.5 });
+  await page.getByTestId('train-start').click();
+  await page.getByTestId('error').waitFor({ timeout: 10_000 });
+  console.log(`target 1.5: ${await page.getByTestId('error').textContent()}`);
+  assert.match(await page.getByTestId('error').textContent(), /target/i);
+  const panics = logs.filter((l) => /panicked|pageerror|RuntimeError/.test(l));
+  assert.deepEqual(panics, [], panics.join('\n'));
+  await page.close();
+}
+
 // The same app on the WebGPU adapter (SwiftShader here: slow, so a very small run), then the
 // device is destroyed mid-run: training pauses, the page offers the CPU, and continuing there
 // resumes from the last evaluation's snapshot.
@@ -310,6 +342,7 @@ const [server, base] = await serve();
 const browser = await launch();
 try {
   await cpuSession(browser, base);
+  await executableSession(browser, base);
   if (process.env.TSA_E2E_WEBGPU !== '0') await webgpuSession(browser, base);
   console.log('e2e: all checks passed');
 } finally {

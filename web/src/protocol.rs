@@ -112,7 +112,11 @@ pub enum Event {
     Step(StepView),
     Eval {
         step: usize,
+        /// With the training gates (noise off): soft α, the soft validation loss.
         stats: EvalStats,
+        /// The validation loss with the inference rule executed (p > 0.5 skips), for models
+        /// with routers.
+        executed_loss: Option<f64>,
     },
     Passage(Vec<TokenView>),
     Generation {

@@ -1,7 +1,7 @@
 //! What the visitor chooses before pressing Start, and how it becomes a model and a schedule.
 
 use serde::{Deserialize, Serialize};
-use tsa_core::{Recipe, Routing, TrainConfig, TsaConfig};
+use tsa_core::{Recipe, Routing, TrainConfig, TsaConfig, TsaGate};
 
 /// The app offers tsa-core's `tiny` and `paper` recipes.
 pub use tsa_core::Preset;
@@ -17,6 +17,12 @@ pub struct Settings {
     pub context: usize,
     /// `false` trains the dense baseline.
     pub tsa: bool,
+    /// TSA's gate in training: the paper's soft gate, or one whose forward pass executes.
+    #[serde(default)]
+    pub gate: TsaGate,
+    /// A requested executed α, held by the trainer's multiplier μ (None: λ alone).
+    #[serde(default)]
+    pub target: Option<f64>,
     pub lambda: f64,
     pub lr: f64,
     pub batch: usize,
@@ -45,6 +51,8 @@ impl Settings {
             d_ff: m.d_ff,
             context: m.context,
             tsa: true,
+            gate: TsaGate::Soft,
+            target: None,
             lambda: 0.001,
             lr: t.lr,
             batch: t.batch_size,
@@ -61,7 +69,11 @@ impl Settings {
             return Err("λ must be a number ≥ 0".into());
         }
         let routing = match self.tsa {
-            true => Routing::tsa(self.lambda),
+            true => Routing::Tsa {
+                lambda: self.lambda,
+                gate: self.gate,
+                target: self.target,
+            },
             false => Routing::Dense,
         };
         // The preset's model with the form's values; d_ff stays 4·d when d is edited.

@@ -5,11 +5,39 @@ use leptos::prelude::*;
 use super::Ctx;
 use crate::protocol::{Command, Kind, Status};
 use crate::settings::{Preset, Settings};
+use tsa_core::TsaGate;
 
 fn parse<T: std::str::FromStr>(s: &str) -> Result<T, String> {
     s.trim()
         .parse()
         .map_err(|_| format!("{s:?} is not a valid number"))
+}
+
+/// An empty field means no compute target.
+fn parse_target(s: &str) -> Result<Option<f64>, String> {
+    match s.trim() {
+        "" => Ok(None),
+        v => parse(v).map(Some),
+    }
+}
+
+/// The model select's values for TSA's gates.
+const GATES: [(&str, TsaGate); 4] = [
+    ("soft", TsaGate::Soft),
+    ("st-scaled", TsaGate::StraightThroughScaled),
+    ("st", TsaGate::StraightThrough),
+    ("gumbel", TsaGate::Gumbel),
+];
+
+fn gate_of(value: &str) -> Option<TsaGate> {
+    GATES.iter().find(|(v, _)| *v == value).map(|&(_, g)| g)
+}
+
+fn gate_value(gate: TsaGate) -> &'static str {
+    GATES
+        .iter()
+        .find(|(_, g)| *g == gate)
+        .map_or("soft", |&(v, _)| v)
 }
 
 #[component]
@@ -91,20 +119,28 @@ pub fn Controls() -> impl IntoView {
             <label class="field">
                 <span>"model"</span>
                 <select
+                    data-testid="model-kind"
                     disabled=busy
                     on:change=move |ev| {
-                        let tsa = event_target_value(&ev) == "tsa";
-                        settings.update(|s| s.tsa = tsa);
+                        let choice = event_target_value(&ev);
+                        settings.update(|s| {
+                            s.tsa = choice != "dense";
+                            s.gate = gate_of(&choice).unwrap_or_default();
+                        });
                     }
-                    prop:value=move || if settings.with(|s| s.tsa) { "tsa" } else { "dense" }
+                    prop:value=move || settings.with(|s| if s.tsa { gate_value(s.gate) } else { "dense" })
                 >
-                    <option value="tsa">"TSA"</option>
+                    <option value="soft">"TSA, soft gate (the paper)"</option>
+                    <option value="st-scaled">"TSA, straight-through ×(1 − p): trains what runs"</option>
+                    <option value="st">"TSA, straight-through"</option>
+                    <option value="gumbel">"TSA, Gumbel-sigmoid"</option>
                     <option value="dense">"dense baseline"</option>
                 </select>
             </label>
             <Field label="d" get=|s| s.d_model.to_string() set=|s, v| { *s = s.clone().with_d_model(parse(v)?); Ok(()) } />
             <Field label="layers L" get=|s| s.n_layers.to_string() set=|s, v| { s.n_layers = parse(v)?; Ok(()) } />
             <Field label="λ" get=|s| s.lambda.to_string() set=|s, v| { s.lambda = parse(v)?; Ok(()) } />
+            <Field label="target executed α" get=|s| s.target.map_or(String::new(), |t| t.to_string()) set=|s, v| { s.target = parse_target(v)?; Ok(()) } />
             <Field label="learning rate" get=|s| s.lr.to_string() set=|s, v| { s.lr = parse(v)?; Ok(()) } />
             <Field label="batch" get=|s| s.batch.to_string() set=|s, v| { s.batch = parse(v)?; Ok(()) } />
             <Field label="steps" get=|s| s.steps.to_string() set=|s, v| { s.steps = parse(v)?; Ok(()) } />

@@ -47,8 +47,11 @@ pub struct RunView {
     pub n_layers: usize,
     pub last: Option<StepView>,
     pub eval: Option<EvalStats>,
+    /// The last evaluation's validation loss with the inference rule executed.
+    pub executed_loss: Option<f64>,
     pub train_curve: Vec<(f64, f64)>,
     pub val_curve: Vec<(f64, f64)>,
+    pub executed_val_curve: Vec<(f64, f64)>,
     pub alpha_curve: Vec<(f64, f64)>,
     pub executed_curve: Vec<(f64, f64)>,
     pub passage: Vec<TokenView>,
@@ -111,9 +114,17 @@ impl State {
                 r.train_curve.push((s.step as f64, s.loss as f64));
                 r.last = Some(s);
             }),
-            Event::Eval { step, stats } => self.run.update(|r| {
+            Event::Eval {
+                step,
+                stats,
+                executed_loss,
+            } => self.run.update(|r| {
                 let x = step as f64;
                 r.val_curve.push((x, stats.loss));
+                if let Some(l) = executed_loss {
+                    r.executed_val_curve.push((x, l));
+                }
+                r.executed_loss = executed_loss;
                 r.alpha_curve.push((x, stats.alpha));
                 r.executed_curve.push((x, stats.executed_alpha));
                 r.eval = Some(stats);

@@ -58,6 +58,8 @@ pub fn Stats() -> impl IntoView {
                 <dd data-testid="loss">{move || fmt(run.with(|r| r.last.map(|s| s.loss as f64)), 4)}</dd>
                 <dt>"val loss"</dt>
                 <dd data-testid="val-loss">{move || fmt(eval(|e| e.loss), 4)}</dd>
+                <dt>"val loss, executed (p > 0.5 skips)"</dt>
+                <dd data-testid="executed-val-loss">{move || fmt(run.with(|r| r.executed_loss), 4)}</dd>
                 <dt>"val BPC"</dt>
                 <dd>{move || fmt(eval(|e| e.bpc), 3)}</dd>
                 <dt>"soft α (mean 1 − p)"</dt>
@@ -75,6 +77,7 @@ pub fn Stats() -> impl IntoView {
                     series=vec![
                         Series { name: "train", color: "#4472c4", points: curve(|r| &r.train_curve) },
                         Series { name: "val", color: "#d6561c", points: curve(|r| &r.val_curve) },
+                        Series { name: "val, executed", color: "#7f7f7f", points: curve(|r| &r.executed_val_curve) },
                     ]
                 />
                 <LineChart

@@ -271,9 +271,13 @@ impl Runner {
         let Some(session) = &self.session else { return };
         let step = session.step_count();
         match session.evaluate().await {
-            Ok(stats) => {
+            Ok((stats, executed_loss)) => {
                 self.refresh_passage().await;
-                post(&Event::Eval { step, stats });
+                post(&Event::Eval {
+                    step,
+                    stats,
+                    executed_loss,
+                });
             }
             Err(e) => {
                 if !self.lost_after_failure().await {

@@ -115,14 +115,26 @@ impl Session {
         self.trainer.step(&batch).await.map_err(|e| e.to_string())
     }
 
-    /// Validation loss, BPC, α and TLOps saved with the training-time (soft) gate.
-    pub async fn evaluate(&self) -> Result<EvalStats, String> {
+    /// Validation loss, BPC, α and TLOps saved with the training-time gates (noise off), and
+    /// for models with routers the validation loss with the inference rule executed (by masking:
+    /// no host read, any backend; the same numbers as sparse execution).
+    pub async fn evaluate(&self) -> Result<(EvalStats, Option<f64>), String> {
         let model = self.trainer.inference_model();
         let device = model.device();
         let batches: Vec<Batch> = self.eval.iter().map(|r| self.batch(r, &device)).collect();
-        tsa_core::evaluate(&model, &batches, Execution::Soft)
-            .await
-            .map_err(|e| e.to_string())
+        let run = |exec| tsa_core::evaluate(&model, &batches, exec);
+        let soft = run(Execution::Soft).await.map_err(|e| e.to_string())?;
+        let routing = model.config.routing;
+        let executed = match routing.has_routers() {
+            true => Some(
+                run(Execution::Hard(routing.keep_scale()))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .loss,
+            ),
+            false => None,
+        };
+        Ok((soft, executed))
     }
 
     /// The opening of the validation split with each character's halting probabilities.
