@@ -47,9 +47,8 @@ async fn train_with(
         .with_seed(7);
     let mut trainer = Trainer::new(&model, train, device).expect("trainer");
     let dev = trainer.model.device();
-    let batch = corpus
-        .eval_batches(Split::Train, 1, 4, context, 7, &dev)
-        .remove(0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let batch = corpus.batch(Split::Train, 4, context, &mut rng, &dev);
     let mut losses = Vec::new();
     let mut alpha = f32::NAN;
     for _ in 0..STEPS {
