@@ -41,6 +41,12 @@ impl Block {
                 let h = h.clone() + scaled(self.attn.forward(self.ln_attn.forward(h), cache));
                 h.clone() + scaled(self.ffn.forward(self.ln_ffn.forward(h)))
             }
+            Gate::Compacted(scale) => {
+                let h =
+                    h.clone() + scale.clone() * self.attn.forward(self.ln_attn.forward(h), cache);
+                let x = self.ln_ffn.forward(h.clone());
+                sparse::add_ffn_kept(h, &self.ffn, x, scale.clone())
+            }
             Gate::Skip => {
                 if let Some(cache) = cache {
                     self.attn.cache_kv(self.ln_attn.forward(h.clone()), cache);

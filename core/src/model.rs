@@ -166,6 +166,9 @@ impl TsaModel {
                 trace.record(p, keep.clone().float());
                 match exec {
                     Hard(_) => Gate::Soft(scale.unsqueeze_dim(2)),
+                    Sparse(_) if sparse::on_device(&h.device()) => {
+                        Gate::Compacted(scale.unsqueeze_dim(2))
+                    }
                     _ => sparse::hard_gate(keep, scale, matches!(exec, SparseQueries(_))),
                 }
             }

@@ -3,6 +3,8 @@
 //! tokens' query rows. Everything here reads the keep mask back to the host (`argwhere`), so it
 //! is a native-inference path; the browser trains and evaluates with soft or masked gates.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorData};
 
@@ -23,8 +25,17 @@ pub fn hard_gate(keep: Tensor<2, Bool>, scale: Tensor<2>, skip_queries: bool) ->
     }
 }
 
+/// Host reads made by sparse execution so far (`keep_indices` and `positions_per_sequence`, the
+/// only two): the on-device path is checked to add none.
+static HOST_READS: AtomicUsize = AtomicUsize::new(0);
+
+pub fn host_reads() -> usize {
+    HOST_READS.load(Ordering::Relaxed)
+}
+
 /// Flat indices (into B·T) of the `true` entries of `keep` [B, T] (a host read).
 pub fn keep_indices(keep: Tensor<2, Bool>) -> Tensor<1, Int> {
+    HOST_READS.fetch_add(1, Ordering::Relaxed);
     let n = keep.shape().num_elements();
     let idx = keep.reshape([n]).argwhere();
     let k = idx.dims()[0];
@@ -34,6 +45,7 @@ pub fn keep_indices(keep: Tensor<2, Bool>) -> Tensor<1, Int> {
 /// Kept positions of each of `b` sequences of length `t`, from ascending flat indices (a host
 /// read).
 pub fn positions_per_sequence(keep: &Tensor<1, Int>, b: usize, t: usize) -> Vec<Vec<i64>> {
+    HOST_READS.fetch_add(1, Ordering::Relaxed);
     let flat: Vec<i64> = keep
         .clone()
         .into_data()
@@ -81,6 +93,42 @@ pub fn add_ffn_rows(
     }
     let rows = ffn.forward(x.reshape([b * t, d]).select(0, keep.clone()));
     add_rows(h, rows, keep, scale)
+}
+
+/// Whether sparse execution on `device` runs on the device itself (the cubecl kernels) instead
+/// of through a host read of the keep mask.
+pub fn on_device(device: &burn::tensor::Device) -> bool {
+    #[cfg(not(target_family = "wasm"))]
+    return tsa_shaders::available(device);
+    #[cfg(target_family = "wasm")]
+    return {
+        let _ = device;
+        false
+    };
+}
+
+/// `h + scale ⊙ ffn(x)` for [B, T, ·] tensors, the FFN run only where `scale > 0`: on a cubecl
+/// device by the kernels (compaction and the FFN on the device, no host read), elsewhere by
+/// masking (every row computes).
+pub fn add_ffn_kept(h: Tensor<3>, ffn: &Ffn, x: Tensor<3>, scale: Tensor<3>) -> Tensor<3> {
+    #[cfg(not(target_family = "wasm"))]
+    if tsa_shaders::available(&h.device()) {
+        let [b, t, d] = h.dims();
+        let bias = |linear: &burn::nn::Linear, width: usize| match &linear.bias {
+            Some(bias) => bias.val(),
+            None => Tensor::zeros([width], &h.device()),
+        };
+        let weights = tsa_shaders::FfnWeights {
+            w1: ffn.fc.weight.val(),
+            b1: bias(&ffn.fc, ffn.fc.weight.dims()[1]),
+            w2: ffn.proj.weight.val(),
+            b2: bias(&ffn.proj, d),
+        };
+        let (n, rows) = (b * t, |m: Tensor<3>| m.reshape([b * t, d]));
+        let out = tsa_shaders::sparse_ffn_add(rows(h), rows(x), scale.reshape([n]), weights);
+        return out.reshape([b, t, d]);
+    }
+    h + scale * ffn.forward(x)
 }
 
 /// `h` plus the attention update of the kept query rows only, scaled by `scale` (extended sparse

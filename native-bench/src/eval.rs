@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use tsa_core::data::{Corpus, Split};
+use tsa_core::data::Corpus;
 use tsa_core::read::block_on;
 use tsa_core::{EvalStats, Execution, KeepScale, Routing, evaluate};
 

@@ -295,3 +295,16 @@ fn attention_over_a_cache_equals_attention_over_the_whole_sequence() {
         "ranged attention behind a cache differs by {diff}"
     );
 }
+
+#[test]
+fn sparse_execution_on_flex_reads_each_keep_mask_back() {
+    // The counter that tests/tests/wgpu_sparse.rs uses to show the on-device path reads nothing
+    // back: on flex, sparse execution goes through `argwhere`, one host read per routed block.
+    let device = cpu();
+    let m = model(&micro(10, Routing::tsa(0.0)), 3, &device);
+    let x = tokens(&[vec![1, 2, 3, 4]], &device);
+    let before = tsa_core::sparse::host_reads();
+    m.forward(x, Execution::Sparse(KeepScale::OneMinusP));
+    let reads = tsa_core::sparse::host_reads() - before;
+    assert!(reads >= m.routers.len(), "{reads} host reads");
+}

@@ -1,0 +1,139 @@
+//! Sparse inference's GPU kernels (`tsa-shaders`: the keep mask compacted on the device,
+//! the kept rows' FFN dispatched on a bounded grid, no host read) against Burn's ops on the same
+//! wgpu device — lavapipe on a machine without a GPU. Skipped, saying so, without an adapter.
+
+use burn::module::Param;
+use burn::tensor::{Device, DeviceType, Distribution, Int, Tensor, TensorData};
+use tsa_core::ffn::Ffn;
+use tsa_core::{Execution, KeepScale, Recipe, Routing};
+
+/// Lavapipe segfaults while the process tears down (see wgpu_step.rs): the work runs in a child
+/// process that prints its results, and this test judges those.
+const CHILD: &str = "TSA_WGPU_SPARSE_CHILD";
+
+fn max_abs_diff(a: Tensor<3>, b: Tensor<3>) -> f32 {
+    let d = (a - b).abs().max().into_data();
+    d.convert::<f32>().try_into_vec::<f32>().expect("floats")[0]
+}
+
+/// The kernels' `h + scale ⊙ ffn(x)` (FFN only where scale > 0) against Burn's ops, for a
+/// share `halted` of tokens with scale 0.
+fn kernel_vs_ops(device: &Device, b: usize, t: usize, halted: f64) -> f32 {
+    device.seed(11);
+    let cfg = Recipe::micro(16, Routing::Dense).model;
+    let ffn = Ffn::init(&cfg, device);
+    let normal = |d| Tensor::<3>::random([b, t, d], Distribution::Normal(0.0, 1.0), device);
+    let (h, x) = (normal(cfg.d_model), normal(cfg.d_model));
+    let u = Tensor::<3>::random([b, t, 1], Distribution::Uniform(0.0, 1.0), device);
+    let scale = u.clone().mask_fill(u.lower_elem(halted), 0.0);
+    assert!(tsa_shaders::available(device), "a wgpu device runs the kernels");
+    let kernel = tsa_core::sparse::add_ffn_kept(h.clone(), &ffn, x.clone(), scale.clone());
+    max_abs_diff(kernel, h + scale * ffn.forward(x))
+}
+
+/// A TSA model whose routers halt some tokens: logits of sparse execution (the kernels) against
+/// hard routing by masking, and the executed α.
+fn model_sparse_vs_masked(device: &Device) -> (f32, f32) {
+    device.seed(5);
+    let cfg = Recipe::micro(16, Routing::tsa(0.0)).model;
+    let mut model = cfg.init(device).expect("valid config");
+    // Routers with large random weights and no bias: sharp decisions that differ by token.
+    for r in model.routers.iter_mut() {
+        let random = |dims: [usize; 2], std| {
+            Param::from_tensor(Tensor::random(dims, Distribution::Normal(0.0, std), device))
+        };
+        r.fc.weight = random(r.fc.weight.dims(), 1.0);
+        r.out.weight = random(r.out.weight.dims(), 100.0);
+        r.out.bias = Some(Param::from_tensor(Tensor::zeros([1], device)));
+    }
+    let ids: Vec<i32> = (0..2 * 16).map(|i| (i * 7 + 3) % 16).collect();
+    let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [2, 16]), device);
+    let reads = tsa_core::sparse::host_reads();
+    let sparse = model.forward(tokens.clone(), Execution::Sparse(KeepScale::OneMinusP));
+    // No host read on the device path (on flex each routed block reads its keep mask).
+    assert_eq!(
+        tsa_core::sparse::host_reads(),
+        reads,
+        "sparse execution read back to the host"
+    );
+    let masked = model.forward(tokens, Execution::Hard(KeepScale::OneMinusP));
+    let ran = Tensor::cat(sparse.active, 0).mean().into_data();
+    let alpha = ran.convert::<f32>().try_into_vec::<f32>().expect("floats")[0];
+    (max_abs_diff(sparse.logits, masked.logits), alpha)
+}
+
+#[test]
+fn sparse_kernels_on_wgpu_match_burn_ops() {
+    if std::env::var_os(CHILD).is_some() {
+        return child();
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args([
+            "sparse_kernels_on_wgpu_match_burn_ops",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .expect("run the child test process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if stdout.contains("SKIPPED") {
+        println!("SKIPPED: no wgpu adapter (install mesa-vulkan-drivers for lavapipe)");
+        return;
+    }
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("RESULT").map(|i| &l[i..]))
+        .unwrap_or_else(|| {
+            panic!(
+                "the wgpu child printed no result (status {:?}):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    println!("{line} (child exit status {:?})", out.status);
+    let v: Vec<f32> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    assert_eq!(v.len(), 7, "{line}");
+    // Five kernel cases (some halted, 600 rows over three scan blocks, none halted, all halted,
+    // one row) and the whole model: each equal to Burn's ops to 1e-4.
+    for (i, diff) in v[..6].iter().enumerate() {
+        assert!(
+            *diff < 1e-4,
+            "case {i}: max |kernels − Burn ops| = {diff} ({line})"
+        );
+    }
+    let alpha = v[6];
+    assert!(
+        alpha > 0.05 && alpha < 0.95,
+        "the model test needs halted and kept tokens: executed α {alpha}"
+    );
+}
+
+fn child() {
+    let Some(device) = Device::enumerate(DeviceType::Wgpu)
+        .into_vec()
+        .into_iter()
+        .next()
+    else {
+        println!("SKIPPED");
+        return;
+    };
+    let cases = [
+        kernel_vs_ops(&device, 2, 37, 0.3),
+        kernel_vs_ops(&device, 3, 200, 0.5),
+        kernel_vs_ops(&device, 2, 16, 0.0),
+        kernel_vs_ops(&device, 2, 16, 1.1),
+        kernel_vs_ops(&device, 1, 1, 0.0),
+    ];
+    let (logits, alpha) = model_sparse_vs_masked(&device);
+    let all: Vec<String> = cases.iter().map(|d| d.to_string()).collect();
+    println!("RESULT {} {logits} {alpha}", all.join(" "));
+    use std::io::Write;
+    std::io::stdout().flush().ok();
+}
