@@ -3,7 +3,7 @@
 //! tokens' query rows. Everything here reads the keep mask back to the host (`argwhere`), so it
 //! is a native-inference path; the browser trains and evaluates with soft or masked gates.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorData};
@@ -95,11 +95,19 @@ pub fn add_ffn_rows(
     add_rows(h, rows, keep, scale)
 }
 
+/// Whether `Execution::Sparse` may use the device kernels where they exist (the default); off,
+/// it gathers through the host everywhere, as before them (for benchmarks to compare the two).
+static DEVICE_KERNELS: AtomicBool = AtomicBool::new(true);
+
+pub fn use_device_kernels(on: bool) {
+    DEVICE_KERNELS.store(on, Ordering::Relaxed);
+}
+
 /// Whether sparse execution on `device` runs on the device itself (the cubecl kernels) instead
 /// of through a host read of the keep mask.
 pub fn on_device(device: &burn::tensor::Device) -> bool {
     #[cfg(not(target_family = "wasm"))]
-    return tsa_shaders::available(device);
+    return DEVICE_KERNELS.load(Ordering::Relaxed) && tsa_shaders::available(device);
     #[cfg(target_family = "wasm")]
     return {
         let _ = device;

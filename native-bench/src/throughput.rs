@@ -30,6 +30,10 @@ pub struct ThroughputArgs {
     pub batch: Vec<usize>,
     #[arg(long, default_value_t = 256)]
     pub seq: usize,
+    /// On a GPU, sparse conditions gather through the host (`argwhere`, Burn's ops) instead of
+    /// running tsa-shaders' device kernels: the path before the kernels, for comparison.
+    #[arg(long)]
+    pub host_gather: bool,
     /// Target active fractions for the calibrated sparse conditions.
     #[arg(long, value_delimiter = ',', default_value = "0.726,0.833,0.5")]
     pub alphas: Vec<f64>,
@@ -223,6 +227,7 @@ impl ThroughputArgs {
 
 pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
     args.validate()?;
+    tsa_core::sparse::use_device_kernels(!args.host_gather);
     let chosen = device::choose(args.device)?;
     let device = chosen.device.clone();
     eprintln!("device: {}", chosen.name);
@@ -381,6 +386,7 @@ mod tests {
             vocab: 20,
             batch: vec![4, 1],
             seq: 16,
+            host_gather: false,
             alphas: vec![0.5, 0.75],
             warmup: 1,
             runs: 2,

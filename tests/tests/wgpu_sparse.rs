@@ -26,7 +26,10 @@ fn kernel_vs_ops(device: &Device, b: usize, t: usize, halted: f64) -> f32 {
     let (h, x) = (normal(cfg.d_model), normal(cfg.d_model));
     let u = Tensor::<3>::random([b, t, 1], Distribution::Uniform(0.0, 1.0), device);
     let scale = u.clone().mask_fill(u.lower_elem(halted), 0.0);
-    assert!(tsa_shaders::available(device), "a wgpu device runs the kernels");
+    assert!(
+        tsa_shaders::available(device),
+        "a wgpu device runs the kernels"
+    );
     let kernel = tsa_core::sparse::add_ffn_kept(h.clone(), &ffn, x.clone(), scale.clone());
     max_abs_diff(kernel, h + scale * ffn.forward(x))
 }
