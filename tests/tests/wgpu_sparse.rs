@@ -2,14 +2,12 @@
 //! the kept rows' FFN dispatched on a bounded grid, no host read) against Burn's ops on the same
 //! wgpu device — lavapipe on a machine without a GPU. Skipped, saying so, without an adapter.
 
+mod common;
+
 use burn::module::Param;
-use burn::tensor::{Device, DeviceType, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use tsa_core::ffn::Ffn;
 use tsa_core::{Execution, KeepScale, Recipe, Routing};
-
-/// Lavapipe segfaults while the process tears down (see wgpu_step.rs): the work runs in a child
-/// process that prints its results, and this test judges those.
-const CHILD: &str = "TSA_WGPU_SPARSE_CHILD";
 
 fn max_abs_diff(a: Tensor<3>, b: Tensor<3>) -> f32 {
     let d = (a - b).abs().max().into_data();
@@ -67,48 +65,19 @@ fn model_sparse_vs_masked(device: &Device) -> (f32, f32) {
 
 #[test]
 fn sparse_kernels_on_wgpu_match_burn_ops() {
-    if std::env::var_os(CHILD).is_some() {
+    if common::is_child() {
         return child();
     }
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "sparse_kernels_on_wgpu_match_burn_ops",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .expect("run the child test process");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if stdout.contains("SKIPPED") {
-        println!("SKIPPED: no wgpu adapter (install mesa-vulkan-drivers for lavapipe)");
+    let Some(v) = common::run_child("sparse_kernels_on_wgpu_match_burn_ops") else {
         return;
-    }
-    let line = stdout
-        .lines()
-        .find_map(|l| l.find("RESULT").map(|i| &l[i..]))
-        .unwrap_or_else(|| {
-            panic!(
-                "the wgpu child printed no result (status {:?}):\n{stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    println!("{line} (child exit status {:?})", out.status);
-    let v: Vec<f32> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    assert_eq!(v.len(), 7, "{line}");
+    };
+    assert_eq!(v.len(), 7, "{v:?}");
     // Five kernel cases (some halted, 600 rows over three scan blocks, none halted, all halted,
     // one row) and the whole model: each equal to Burn's ops to 1e-4.
     for (i, diff) in v[..6].iter().enumerate() {
         assert!(
             *diff < 1e-4,
-            "case {i}: max |kernels − Burn ops| = {diff} ({line})"
+            "case {i}: max |kernels − Burn ops| = {diff} ({v:?})"
         );
     }
     let alpha = v[6];
@@ -119,24 +88,17 @@ fn sparse_kernels_on_wgpu_match_burn_ops() {
 }
 
 fn child() {
-    let Some(device) = Device::enumerate(DeviceType::Wgpu)
-        .into_vec()
-        .into_iter()
-        .next()
-    else {
-        println!("SKIPPED");
+    let Some(device) = common::wgpu_device() else {
         return;
     };
-    let cases = [
+    let (logits, alpha) = model_sparse_vs_masked(&device);
+    common::report(&[
         kernel_vs_ops(&device, 2, 37, 0.3),
         kernel_vs_ops(&device, 3, 200, 0.5),
         kernel_vs_ops(&device, 2, 16, 0.0),
         kernel_vs_ops(&device, 2, 16, 1.1),
         kernel_vs_ops(&device, 1, 1, 0.0),
-    ];
-    let (logits, alpha) = model_sparse_vs_masked(&device);
-    let all: Vec<String> = cases.iter().map(|d| d.to_string()).collect();
-    println!("RESULT {} {logits} {alpha}", all.join(" "));
-    use std::io::Write;
-    std::io::stdout().flush().ok();
+        logits,
+        alpha,
+    ]);
 }

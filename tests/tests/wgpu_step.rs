@@ -1,7 +1,9 @@
 //! The same training steps on the native wgpu backend (Vulkan/Metal/DX12; lavapipe on a machine
 //! without a GPU) as on flex. Skipped, saying so, without an adapter.
 
-use burn::tensor::{Device, DeviceType};
+mod common;
+
+use burn::tensor::Device;
 use tsa_core::data::Batch;
 use tsa_core::read::block_on;
 use tsa_core::{Recipe, Routing, TrainConfig, Trainer, TsaConfig};
@@ -27,52 +29,15 @@ fn two_steps(device: &Device) -> (f32, f32) {
     (a.loss, b.loss)
 }
 
-/// Mesa's lavapipe segfaults while the process tears down, after the work is done and checked.
-/// So the steps run in a child process (this same test binary) that prints its results, and
-/// this test judges those, not the child's exit status.
-const CHILD: &str = "TSA_WGPU_STEP_CHILD";
-
 #[test]
 fn a_training_step_on_wgpu_matches_flex() {
-    if std::env::var_os(CHILD).is_some() {
+    if common::is_child() {
         return child();
     }
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "a_training_step_on_wgpu_matches_flex",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .expect("run the child test process");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if stdout.contains("SKIPPED") {
-        println!(
-            "SKIPPED: no wgpu adapter on this machine (install mesa-vulkan-drivers for lavapipe)"
-        );
+    let Some(v) = common::run_child("a_training_step_on_wgpu_matches_flex") else {
         return;
-    }
-    // The harness may print "test … " on the same line before the child's output.
-    let line = stdout
-        .lines()
-        .find_map(|l| l.find("RESULT").map(|i| &l[i..]))
-        .unwrap_or_else(|| {
-            panic!(
-                "the wgpu child printed no result (status {:?}):\n{stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    println!("{line} (child exit status {:?})", out.status);
-    let v: Vec<f32> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    assert_eq!(v.len(), 4, "{line}");
+    };
+    assert_eq!(v.len(), 4, "{v:?}");
     let (cpu, gpu) = ((v[0], v[1]), (v[2], v[3]));
     assert!(gpu.0.is_finite() && gpu.1.is_finite());
     assert!(gpu.1 < gpu.0, "the step lowered the loss on wgpu: {gpu:?}");
@@ -88,14 +53,10 @@ fn a_training_step_on_wgpu_matches_flex() {
 }
 
 fn child() {
-    let devices = Device::enumerate(DeviceType::Wgpu).into_vec();
-    let Some(device) = devices.into_iter().next() else {
-        println!("SKIPPED");
+    let Some(device) = common::wgpu_device() else {
         return;
     };
     let cpu = two_steps(&Device::flex());
     let gpu = two_steps(&device);
-    println!("RESULT {} {} {} {}", cpu.0, cpu.1, gpu.0, gpu.1);
-    use std::io::Write;
-    std::io::stdout().flush().ok();
+    common::report(&[cpu.0, cpu.1, gpu.0, gpu.1]);
 }
