@@ -16,9 +16,12 @@ fn max_abs_diff(a: Tensor<3>, b: Tensor<3>) -> f32 {
 
 /// The kernels' `h + scale ⊙ ffn(x)` (FFN only where scale > 0) against Burn's ops, for a
 /// share `halted` of tokens with scale 0.
-fn kernel_vs_ops(device: &Device, b: usize, t: usize, halted: f64) -> f32 {
+fn kernel_vs_ops(device: &Device, b: usize, t: usize, halted: f64, d: usize, d_ff: usize) -> f32 {
     device.seed(11);
-    let cfg = Recipe::micro(16, Routing::Dense).model;
+    let cfg = Recipe::micro(16, Routing::Dense)
+        .model
+        .with_d_model(d)
+        .with_d_ff(d_ff);
     let ffn = Ffn::init(&cfg, device);
     let normal = |d| Tensor::<3>::random([b, t, d], Distribution::Normal(0.0, 1.0), device);
     let (h, x) = (normal(cfg.d_model), normal(cfg.d_model));
@@ -72,8 +75,9 @@ fn sparse_kernels_on_wgpu_match_burn_ops() {
         return;
     };
     assert_eq!(v.len(), 7, "{v:?}");
-    // Five kernel cases (some halted, 600 rows over three scan blocks, none halted, all halted,
-    // one row) and the whole model: each equal to Burn's ops to 1e-4.
+    // Five kernel cases (some halted; 600 rows over three scan blocks and a partial row tile;
+    // none halted with d = 24, d_ff = 40, off the 16-wide tiles; all halted; one row) and the
+    // whole model: each equal to Burn's ops to 1e-4.
     for (i, diff) in v[..6].iter().enumerate() {
         assert!(
             *diff < 1e-4,
@@ -93,11 +97,11 @@ fn child() {
     };
     let (logits, alpha) = model_sparse_vs_masked(&device);
     common::report(&[
-        kernel_vs_ops(&device, 2, 37, 0.3),
-        kernel_vs_ops(&device, 3, 200, 0.5),
-        kernel_vs_ops(&device, 2, 16, 0.0),
-        kernel_vs_ops(&device, 2, 16, 1.1),
-        kernel_vs_ops(&device, 1, 1, 0.0),
+        kernel_vs_ops(&device, 2, 37, 0.3, 32, 64),
+        kernel_vs_ops(&device, 3, 200, 0.5, 32, 64),
+        kernel_vs_ops(&device, 2, 16, 0.0, 24, 40),
+        kernel_vs_ops(&device, 2, 16, 1.1, 32, 64),
+        kernel_vs_ops(&device, 1, 1, 0.0, 24, 40),
         logits,
         alpha,
     ]);
