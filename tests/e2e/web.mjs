@@ -237,19 +237,21 @@ async function cpuSession(browser, base) {
   assert.match(await page.getByTestId('error').textContent(), /text not used/);
 
   // Training runs in a worker: the page keeps painting. The longest gap between animation
-  // frames over 30 s of training stays under 50 ms for the tiny preset and for the paper's model
+  // frames over 30 s of training stays under 100 ms for the tiny preset and for the paper's model
+  // (typically 16.8 ms, one frame; a run on this shared 2-core machine once showed 50.0 ms: three
+  // frames. Training on the page's thread froze it for 450-470 ms.)
   // (whose CPU steps take seconds each in wasm).
   await page.getByTestId('train-reset').click();
   await page.waitForFunction(() => document.querySelector('[data-testid=step]')?.textContent?.trim() === '0 / 0');
   const seconds = Number(process.env.TSA_E2E_FRAME_SECONDS ?? 30);
   const tiny = await frameGaps(page, 'tiny', seconds);
   assert.ok(tiny.after > tiny.before + 5, `tiny trained during the measurement (${tiny.before} -> ${tiny.after})`);
-  assert.ok(tiny.max < 50, `tiny: the page stopped answering for ${tiny.max.toFixed(1)} ms`);
+  assert.ok(tiny.max < 100, `tiny: the page stopped answering for ${tiny.max.toFixed(1)} ms`);
   await page.getByTestId('train-reset').click();
   await page.waitForFunction(() => document.querySelector('[data-testid=step]')?.textContent?.trim() === '0 / 0');
   const paper = await frameGaps(page, 'paper', seconds);
   assert.equal(paper.status, 'running', 'the paper model was training throughout');
-  assert.ok(paper.max < 50, `paper: the page stopped answering for ${paper.max.toFixed(1)} ms`);
+  assert.ok(paper.max < 100, `paper: the page stopped answering for ${paper.max.toFixed(1)} ms`);
   await page.getByTestId('train-reset').click();
 
   const panics = logs.filter((l) => /panicked|pageerror|RuntimeError/.test(l));
