@@ -88,6 +88,11 @@ pub struct TrainArgs {
     /// JSON log: one line per evaluation.
     #[arg(long, default_value = "results/train-log.jsonl")]
     pub log: PathBuf,
+    /// Write every window this run trains and evaluates on (offsets into the corpus's train
+    /// and validation splits, JSON) before training: `tests/parity/torch_twin.py --windows`
+    /// replays them.
+    #[arg(long)]
+    pub windows_out: Option<PathBuf>,
 }
 
 impl TrainArgs {
@@ -197,6 +202,7 @@ pub fn run(
     };
     let ad = trainer.model.device();
     let eval = data.eval_set(eval_batches, train.batch_size, model.context, device);
+    // Draws the training batches and nothing else: `Corpus::window_log` replays it.
     let mut rng = StdRng::seed_from_u64(train.seed);
     let pb = ProgressBar::new(train.steps as u64);
     pb.set_style(
@@ -329,6 +335,20 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             Some(crate::args::load_checkpoint(path, &chosen.device.clone().autodiff())?.0)
         }
     };
+    if let Some(path) = &args.windows_out {
+        let Data::Lm(corpus) = &data else {
+            anyhow::bail!("--windows-out records a corpus's windows; a synthetic task has none");
+        };
+        let log = corpus.window_log(
+            train.steps,
+            train.batch_size,
+            model.context,
+            train.seed,
+            recipe.eval_batches,
+        );
+        std::fs::write(path, serde_json::to_string(&log)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let r = run(
         &model.routing.label(),
         &data,

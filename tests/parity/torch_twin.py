@@ -5,6 +5,7 @@ brings gigabytes of CUDA libraries); CI runs the NumPy forward-pass twin in twin
 
     torch_twin.py train --recipe quick --routing dense [--gate soft|st] [--lambda 0.001] [--target A]
                         [--steps N] [--seed S] [--out model.safetensors] [--log curve.jsonl]
+                        [--init-from W.safetensors] [--export-init W.safetensors] [--windows W.json]
     torch_twin.py compare OURS.jsonl THEIRS.jsonl     # validation curves side by side
 
 The model matches tsa-core one-to-one (checked on shared weights by tests/parity.rs through
@@ -112,7 +113,10 @@ def data(path):
 
 
 def batch(split, b, ctx, rng):
-    starts = rng.integers(0, len(split) - ctx - 1, b)
+    return windows(split, ctx, rng.integers(0, len(split) - ctx - 1, b))
+
+
+def windows(split, ctx, starts):
     x = np.stack([split[s : s + ctx] for s in starts])
     y = np.stack([split[s + 1 : s + ctx + 1] for s in starts])
     return torch.from_numpy(x).long(), torch.from_numpy(y).long()
@@ -139,13 +143,20 @@ def train(a):
     sched = lambda s: 0.1 + 0.45 * (1 + math.cos(math.pi * min(s / steps, 1.0)))
     val_rng = np.random.default_rng(4242)
     val = [batch(va, bsz, ctx, val_rng) for _ in range(n_eval)]
+    replay = None
+    if a.windows:  # tsa-core's own batch stream and validation windows (`train --windows-out`)
+        w = json.load(open(a.windows))
+        if w["context"] != ctx or len(w["train"]) < steps or len(w["train"][0]) != bsz:
+            sys.exit(f"{a.windows}: windows for context {w['context']}, {len(w['train'])} steps of {len(w['train'][0])} do not fit this run")
+        replay = [windows(tr, ctx, starts) for starts in w["train"]]
+        val = [windows(va, ctx, starts) for starts in w["val"]]
     mu, curve, log = 0.0, [], open(a.log, "w") if a.log else None
     t0 = time.time()
     for s in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr * sched(s)
         model.train()
-        x, y = batch(tr, bsz, ctx, rng)
+        x, y = replay[s] if replay else batch(tr, bsz, ctx, rng)
         logits, active, executed = model(x)
         task = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss = task
@@ -239,6 +250,7 @@ if __name__ == "__main__":
     t.add_argument("--log")
     t.add_argument("--init-from", help="start from these weights (safetensors, tsa-core's names)")
     t.add_argument("--export-init", help="write the initial weights here before training")
+    t.add_argument("--windows", help="replay tsa-core's windows (native-bench train --windows-out)")
     c = sub.add_parser("compare")
     c.add_argument("ours")
     c.add_argument("theirs")

@@ -19,6 +19,16 @@ pub enum Split {
     Test,
 }
 
+/// A run's windows as offsets into the train and validation splits ([`Corpus::window_log`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WindowLog {
+    pub context: usize,
+    /// One list of window offsets per training step.
+    pub train: Vec<Vec<usize>>,
+    /// One list per validation batch.
+    pub val: Vec<Vec<usize>>,
+}
+
 /// The encoded corpus with its split boundaries.
 #[derive(Debug, Clone)]
 pub struct Corpus {
@@ -94,15 +104,28 @@ impl Corpus {
         rng: &mut StdRng,
     ) -> (Vec<i32>, Vec<i32>) {
         let data = self.split(split);
-        let max_start = data.len() - context - 1;
         let mut inputs = Vec::with_capacity(batch * context);
         let mut targets = Vec::with_capacity(batch * context);
-        for _ in 0..batch {
-            let s = rng.random_range(0..=max_start);
+        for s in self.starts(split, batch, context, rng) {
             inputs.extend(data[s..s + context].iter().map(|&x| x as i32));
             targets.extend(data[s + 1..s + context + 1].iter().map(|&x| x as i32));
         }
         (inputs, targets)
+    }
+
+    /// The offsets (into `split`) of the `batch` windows that [`Self::sample`] draws next from
+    /// `rng`: what a run records to replay its exact batch stream elsewhere (the PyTorch twin).
+    pub fn starts(
+        &self,
+        split: Split,
+        batch: usize,
+        context: usize,
+        rng: &mut StdRng,
+    ) -> Vec<usize> {
+        let max_start = self.split(split).len() - context - 1;
+        (0..batch)
+            .map(|_| rng.random_range(0..=max_start))
+            .collect()
     }
 
     /// A fixed, seeded set of evaluation windows: the same every time for the same arguments.
@@ -118,6 +141,31 @@ impl Corpus {
         (0..n_batches)
             .map(|_| self.sample(split, batch, context, &mut rng))
             .collect()
+    }
+
+    /// Every window a run of `steps` steps sees, as offsets: the training batches a trainer
+    /// seeded with `seed` draws (its batch RNG serves nothing else) and the validation windows
+    /// of [`Self::eval_batches`]. The PyTorch twin replays them (`torch_twin.py --windows`) so
+    /// that two implementations can be compared on one batch stream.
+    pub fn window_log(
+        &self,
+        steps: usize,
+        batch: usize,
+        context: usize,
+        seed: u64,
+        eval_batches: usize,
+    ) -> WindowLog {
+        let draw = |split, n, seed| {
+            let mut rng = StdRng::seed_from_u64(seed);
+            (0..n)
+                .map(|_| self.starts(split, batch, context, &mut rng))
+                .collect()
+        };
+        WindowLog {
+            context,
+            train: draw(Split::Train, steps, seed),
+            val: draw(Split::Val, eval_batches, EVAL_SEED),
+        }
     }
 
     /// A random batch of windows from `split` on `device` (nanoGPT's `get_batch`).

@@ -7,7 +7,7 @@ pub mod tasks;
 pub mod tokenizer;
 
 pub use batch::Batch;
-pub use corpus::{Corpus, Split};
+pub use corpus::{Corpus, Split, WindowLog};
 pub use source::Data;
 pub use tasks::{Task, TaskSet};
 pub use tokenizer::CharTokenizer;

@@ -1,6 +1,7 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tsa_core::TsaError;
+use tsa_core::data::corpus::EVAL_SEED;
 use tsa_core::data::tasks::{self, Task, TaskSet};
 use tsa_core::data::{CharTokenizer, Corpus, Split};
 
@@ -84,6 +85,40 @@ fn batches_are_seeded_windows_with_shifted_targets() {
         c.eval_windows(Split::Val, 2, 3, 16, 1),
         c.eval_windows(Split::Val, 2, 3, 16, 1)
     );
+}
+
+#[test]
+fn the_window_log_replays_the_batches_a_run_draws() {
+    let text: String = (0..5000)
+        .map(|i| char::from(b'a' + ((i * 11 + i / 7) % 26) as u8))
+        .collect();
+    let c = Corpus::from_text(&text, 16).unwrap();
+    let log = c.window_log(3, 4, 16, 77, 2);
+    assert_eq!((log.train.len(), log.val.len(), log.context), (3, 2, 16));
+    // A trainer's batch RNG, seeded the same, draws exactly the logged windows, step by step.
+    let mut rng = StdRng::seed_from_u64(77);
+    for starts in &log.train {
+        let (x, _) = c.sample(Split::Train, 4, 16, &mut rng);
+        let train = c.split(Split::Train);
+        let expected: Vec<i32> = starts
+            .iter()
+            .flat_map(|&s| train[s..s + 16].iter().map(|&t| t as i32))
+            .collect();
+        assert_eq!(x, expected);
+    }
+    // The validation windows are the evaluation's.
+    let val = c.split(Split::Val);
+    for (starts, (x, _)) in log
+        .val
+        .iter()
+        .zip(c.eval_windows(Split::Val, 2, 4, 16, EVAL_SEED))
+    {
+        let expected: Vec<i32> = starts
+            .iter()
+            .flat_map(|&s| val[s..s + 16].iter().map(|&t| t as i32))
+            .collect();
+        assert_eq!(x, expected);
+    }
 }
 
 #[test]
