@@ -41,9 +41,12 @@ impl Block {
                 let h = h.clone() + scaled(self.attn.forward(self.ln_attn.forward(h), cache));
                 h.clone() + scaled(self.ffn.forward(self.ln_ffn.forward(h)))
             }
-            Gate::Compacted(scale) => {
-                let h =
-                    h.clone() + scale.clone() * self.attn.forward(self.ln_attn.forward(h), cache);
+            Gate::Compacted { scale, queries } => {
+                let x = self.ln_attn.forward(h.clone());
+                let h = match queries {
+                    false => h + scale.clone() * self.attn.forward(x, cache),
+                    true => sparse::add_attention_kept(h, &self.attn, x, scale.clone()),
+                };
                 let x = self.ln_ffn.forward(h.clone());
                 sparse::add_ffn_kept(h, &self.ffn, x, scale.clone())
             }

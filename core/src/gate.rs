@@ -21,11 +21,12 @@ pub enum Gate {
         scale: Tensor<3>,
         queries: Option<Vec<Vec<i64>>>,
     },
-    /// Sparse execution on a cubecl device (wgpu, CUDA): attention runs for every token, its
-    /// update multiplied by `scale` [B, T, 1] (zero on the halted tokens); the FFN runs only for
-    /// the tokens with `scale > 0`, compacted and dispatched on the device with no host read
-    /// (`kernels`). Built by `TsaModel::gate` where `kernels::available`.
-    Compacted(Tensor<3>),
+    /// Sparse execution on a cubecl device (wgpu, CUDA): the FFN runs only for the tokens with
+    /// `scale` [B, T, 1] > 0, compacted and dispatched on the device with no host read
+    /// (`tsa-shaders`); attention runs for every token, its update multiplied by `scale` (zero
+    /// on the halted tokens) — or, with `queries` (extended mode), only the kept tokens' query
+    /// rows run, on the device too. Built by `TsaModel::gate` where `sparse::on_device`.
+    Compacted { scale: Tensor<3>, queries: bool },
     /// The token skips the block (sparse generation, one token at a time): it only appends its
     /// keys and values to the block's cache, for the tokens after it.
     Skip,

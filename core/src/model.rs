@@ -166,8 +166,12 @@ impl TsaModel {
                 trace.record(p, keep.clone().float());
                 match exec {
                     Hard(_) => Gate::Soft(scale.unsqueeze_dim(2)),
-                    Sparse(_) if sparse::on_device(&h.device()) => {
-                        Gate::Compacted(scale.unsqueeze_dim(2))
+                    Sparse(_) | SparseQueries(_) if sparse::on_device(&h.device()) => {
+                        Gate::Compacted {
+                            queries: matches!(exec, SparseQueries(_))
+                                && self.config.d_model <= sparse::ON_DEVICE_MAX_WIDTH,
+                            scale: scale.unsqueeze_dim(2),
+                        }
                     }
                     _ => sparse::hard_gate(keep, scale, matches!(exec, SparseQueries(_))),
                 }

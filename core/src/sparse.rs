@@ -11,6 +11,8 @@ use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorData};
 use crate::attention::{CausalSelfAttention, QUERY_RANGES, position_ranges};
 use crate::ffn::Ffn;
 use crate::gate::Gate;
+#[cfg(not(target_family = "wasm"))]
+use tsa_shaders::AttentionRows;
 
 /// The hard gate for the tokens `keep` [B, T], their updates scaled by `scale` [B, T];
 /// `skip_queries` for the extended mode.
@@ -137,6 +139,46 @@ pub fn add_ffn_kept(h: Tensor<3>, ffn: &Ffn, x: Tensor<3>, scale: Tensor<3>) -> 
         return out.reshape([b, t, d]);
     }
     h + scale * ffn.forward(x)
+}
+
+/// Widest model whose extended mode (query rows) runs on the device; wider ones run every query
+/// and mask, as `Execution::Sparse` does.
+#[cfg(not(target_family = "wasm"))]
+pub const ON_DEVICE_MAX_WIDTH: usize = tsa_shaders::MAX_WIDTH;
+#[cfg(target_family = "wasm")]
+pub const ON_DEVICE_MAX_WIDTH: usize = 0;
+
+/// `h + scale ⊙ attn(x)` for [B, T, ·] tensors, only the tokens with `scale > 0` running their
+/// query rows (Q, scores, output projection; every token's K and V are computed, later tokens
+/// attend to them): on a cubecl device by the kernels, with no host read; elsewhere by masking
+/// (every query runs).
+pub fn add_attention_kept(
+    h: Tensor<3>,
+    attn: &CausalSelfAttention,
+    x: Tensor<3>,
+    scale: Tensor<3>,
+) -> Tensor<3> {
+    let [b, t, d] = x.dims();
+    #[cfg(not(target_family = "wasm"))]
+    if tsa_shaders::available(&h.device()) && d <= ON_DEVICE_MAX_WIDTH && attn.proj.bias.is_none() {
+        let w = attn.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
+        let kv = x
+            .clone()
+            .matmul(w.clone().narrow(1, d, 2 * d).unsqueeze::<3>());
+        let rows = AttentionRows {
+            x: x.reshape([b * t, d]),
+            k: kv.clone().narrow(2, 0, d),
+            v: kv.narrow(2, d, d),
+            wq: w.narrow(1, 0, d),
+            wo: attn.proj.weight.val(),
+            n_heads: attn.n_heads,
+        };
+        let out =
+            tsa_shaders::sparse_attention_add(h.reshape([b * t, d]), scale.reshape([b * t]), rows);
+        return out.reshape([b, t, d]);
+    }
+    let _ = (b, t, d);
+    h + scale * attn.forward(x, None)
 }
 
 /// `h` plus the attention update of the kept query rows only, scaled by `scale` (extended sparse
