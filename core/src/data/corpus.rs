@@ -103,10 +103,15 @@ impl Corpus {
         context: usize,
         rng: &mut StdRng,
     ) -> (Vec<i32>, Vec<i32>) {
+        self.windows_at(split, context, &self.starts(split, batch, context, rng))
+    }
+
+    /// The windows of `context` inputs and targets starting at `starts` in `split`, flattened.
+    fn windows_at(&self, split: Split, context: usize, starts: &[usize]) -> (Vec<i32>, Vec<i32>) {
         let data = self.split(split);
-        let mut inputs = Vec::with_capacity(batch * context);
-        let mut targets = Vec::with_capacity(batch * context);
-        for s in self.starts(split, batch, context, rng) {
+        let mut inputs = Vec::with_capacity(starts.len() * context);
+        let mut targets = Vec::with_capacity(starts.len() * context);
+        for &s in starts {
             inputs.extend(data[s..s + context].iter().map(|&x| x as i32));
             targets.extend(data[s + 1..s + context + 1].iter().map(|&x| x as i32));
         }
@@ -137,9 +142,25 @@ impl Corpus {
         context: usize,
         seed: u64,
     ) -> Vec<(Vec<i32>, Vec<i32>)> {
+        self.seeded_starts(split, n_batches, batch, context, seed)
+            .iter()
+            .map(|starts| self.windows_at(split, context, starts))
+            .collect()
+    }
+
+    /// The offsets of `n_batches` batches drawn in turn from one RNG seeded with `seed`: a
+    /// trainer's batch stream, or the evaluation windows.
+    fn seeded_starts(
+        &self,
+        split: Split,
+        n_batches: usize,
+        batch: usize,
+        context: usize,
+        seed: u64,
+    ) -> Vec<Vec<usize>> {
         let mut rng = StdRng::seed_from_u64(seed);
         (0..n_batches)
-            .map(|_| self.sample(split, batch, context, &mut rng))
+            .map(|_| self.starts(split, batch, context, &mut rng))
             .collect()
     }
 
@@ -155,16 +176,10 @@ impl Corpus {
         seed: u64,
         eval_batches: usize,
     ) -> WindowLog {
-        let draw = |split, n, seed| {
-            let mut rng = StdRng::seed_from_u64(seed);
-            (0..n)
-                .map(|_| self.starts(split, batch, context, &mut rng))
-                .collect()
-        };
         WindowLog {
             context,
-            train: draw(Split::Train, steps, seed),
-            val: draw(Split::Val, eval_batches, EVAL_SEED),
+            train: self.seeded_starts(Split::Train, steps, batch, context, seed),
+            val: self.seeded_starts(Split::Val, eval_batches, batch, context, EVAL_SEED),
         }
     }
 
