@@ -26,6 +26,11 @@ pub enum Routing {
         /// target and falls (below zero if need be) while it is under (the trainer holds μ).
         #[serde(default)]
         target: Option<f64>,
+        /// Commitment weight β: adds β·mean 4p(1 − p) over routers and tokens, which is 1 at
+        /// p = 0.5 and 0 at a sure decision, so halting probabilities leave the threshold (0 is
+        /// the paper's objective).
+        #[serde(default)]
+        commit: f64,
     },
     /// Early exit (Elbayad et al., 2020): an exit classifier after every block, trained with the
     /// uniform mean of their cross-entropies; at inference a token stops at the first exit whose
@@ -50,13 +55,21 @@ pub enum RoutingKind {
 
 impl RoutingKind {
     /// The variant with its parameters (each used only by its own variant).
-    pub fn with(self, lambda: f64, gate: TsaGate, target: Option<f64>, capacity: f64) -> Routing {
+    pub fn with(
+        self,
+        lambda: f64,
+        gate: TsaGate,
+        target: Option<f64>,
+        commit: f64,
+        capacity: f64,
+    ) -> Routing {
         match self {
             RoutingKind::Dense => Routing::Dense,
             RoutingKind::Tsa => Routing::Tsa {
                 lambda,
                 gate,
                 target,
+                commit,
             },
             RoutingKind::EarlyExit => Routing::EarlyExit,
             RoutingKind::Mod => Routing::MixtureOfDepths { capacity },
@@ -114,6 +127,7 @@ impl Routing {
             lambda,
             gate: TsaGate::Soft,
             target: None,
+            commit: 0.0,
         }
     }
 
@@ -138,13 +152,18 @@ impl Routing {
                 lambda,
                 gate,
                 target,
+                commit,
             } => {
                 let gate = match gate {
                     TsaGate::Soft => String::new(),
                     g => format!("-{}", g.label()),
                 };
                 let target = target.map(|t| format!(",α*={t}")).unwrap_or_default();
-                format!("tsa{gate}(λ={lambda}{target})")
+                let commit = match *commit {
+                    0.0 => String::new(),
+                    b => format!(",β={b}"),
+                };
+                format!("tsa{gate}(λ={lambda}{target}{commit})")
             }
             Routing::EarlyExit => "early_exit".into(),
             Routing::MixtureOfDepths { capacity } => format!("mod(c={capacity})"),
@@ -309,6 +328,9 @@ impl TsaConfig {
             Routing::Tsa {
                 target: Some(t), ..
             } if !(t > 0.0 && t <= 1.0) => bad(format!("TSA target α must be in (0, 1], got {t}")),
+            Routing::Tsa { commit, .. } if !(commit.is_finite() && commit >= 0.0) => bad(format!(
+                "TSA commitment β must be finite and ≥ 0, got {commit}"
+            )),
             Routing::MixtureOfDepths { capacity } if !(capacity > 0.0 && capacity <= 1.0) => {
                 bad(format!("MoD capacity must be in (0, 1], got {capacity}"))
             }

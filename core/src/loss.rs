@@ -35,9 +35,9 @@ pub struct Objective {
     pub task: Tensor<1>,
 }
 
-/// Task loss plus: TSA's (λ + μ)·α (§2.4; μ is the compute target's multiplier, 0 without a
-/// target); for early exit, the uniform mean over all exits' losses;
-/// for MoD, the router's auxiliary loss.
+/// Task loss plus: for TSA, (λ + μ)·α (§2.4; μ is the compute target's multiplier, 0 without a
+/// target) and the commitment term β·mean 4p(1 − p) (absent at β = 0); for early exit, the
+/// uniform mean over all exits' losses; for MoD, the router's auxiliary loss.
 pub fn objective(
     routing: Routing,
     out: &ModelOutput,
@@ -48,10 +48,17 @@ pub fn objective(
     let task = cross_entropy(out.logits.clone(), targets.clone(), mask.clone());
     let total = match routing {
         Routing::Dense => task.clone(),
-        Routing::Tsa { lambda, .. } => match metrics::depth_loss(lambda + mu, &out.active) {
-            Some(depth) => task.clone() + depth,
-            None => task.clone(),
-        },
+        Routing::Tsa { lambda, commit, .. } => {
+            let depth = metrics::depth_loss(lambda + mu, &out.active);
+            let commitment = match commit {
+                0.0 => None,
+                b => metrics::indecision(&out.halting).map(|i| i.mul_scalar(b)),
+            };
+            [depth, commitment]
+                .into_iter()
+                .flatten()
+                .fold(task.clone(), |acc, term| acc + term)
+        }
         Routing::EarlyExit if !out.exit_logits.is_empty() => {
             let n = out.exit_logits.len() as f64;
             out.exit_logits

@@ -24,6 +24,17 @@ pub fn executed_alpha(halting: &[Tensor<2>]) -> Option<Tensor<1>> {
     alpha(&kept)
 }
 
+/// Indecision: the mean over routers and tokens of 4·p_l(1 − p_l) — 1 when every p sits on
+/// the threshold 0.5, 0 when every decision is sure. The commitment term is β times this.
+/// `None` without routers.
+pub fn indecision(halting: &[Tensor<2>]) -> Option<Tensor<1>> {
+    let spread: Vec<Tensor<2>> = halting
+        .iter()
+        .map(|p| (p.clone() * (p.clone().neg() + 1.0)).mul_scalar(4.0))
+        .collect();
+    alpha(&spread)
+}
+
 /// Bins of the halting-probability histogram: [0, 0.1), …, [0.9, 1].
 pub const HIST_BINS: usize = 10;
 

@@ -376,6 +376,7 @@ fn pareto() -> TableSpec {
         lambda: 0.0,
         gate,
         target: Some(target),
+        commit: 0.0,
     };
     let mut arms = vec![
         arm("Baseline", Routing::Dense),

@@ -439,6 +439,7 @@ mod tests {
             lambda: 0.0,
             gate: tsa_core::TsaGate::StraightThrough,
             target: None,
+            commit: 0.0,
         };
         let config = TsaConfig::new(20)
             .with_d_model(32)

@@ -39,6 +39,10 @@ pub struct TrainArgs {
     /// TSA: hold the executed α at most at this value (a Lagrange multiplier on the depth loss).
     #[arg(long)]
     pub target: Option<f64>,
+    /// TSA commitment weight β: adds β·mean 4p(1 − p), pushing halting probabilities away from
+    /// the threshold 0.5 (0: the paper's objective).
+    #[arg(long, default_value_t = 0.0)]
+    pub commit: f64,
     /// MoD capacity (share of each sequence a routed block processes).
     #[arg(long, default_value_t = 0.75)]
     pub capacity: f64,
@@ -97,8 +101,13 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     pub fn routing(&self) -> Routing {
-        self.routing
-            .with(self.lambda, self.gate, self.target, self.capacity)
+        self.routing.with(
+            self.lambda,
+            self.gate,
+            self.target,
+            self.commit,
+            self.capacity,
+        )
     }
 
     /// The recipe with every given flag applied.
@@ -463,7 +472,8 @@ mod tests {
             Routing::Tsa {
                 lambda: 0.0,
                 gate: TsaGate::StraightThrough,
-                target: Some(0.4)
+                target: Some(0.4),
+                commit: 0.0,
             }
         );
         assert!(a.recipe(65).model.validate().is_ok());

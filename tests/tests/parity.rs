@@ -73,6 +73,7 @@ fn the_numpy_twin_computes_the_same_logits_halting_and_loss() {
                 lambda: 0.0,
                 gate: TsaGate::StraightThrough,
                 target: Some(0.5),
+                commit: 0.0,
             },
         ),
     ];

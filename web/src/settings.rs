@@ -73,6 +73,7 @@ impl Settings {
                 lambda: self.lambda,
                 gate: self.gate,
                 target: self.target,
+                commit: 0.0,
             },
             false => Routing::Dense,
         };

@@ -109,6 +109,7 @@ async fn trains_with_dropout_and_a_straight_through_gate() {
         lambda: 0.0,
         gate: tsa_core::TsaGate::StraightThrough,
         target: Some(0.5),
+        commit: 0.0,
     };
     check(
         train_with(

@@ -18,6 +18,7 @@ fn gated(gate: TsaGate, target: Option<f64>) -> Routing {
         lambda: 0.0,
         gate,
         target,
+        commit: 0.0,
     }
 }
 
@@ -277,6 +278,75 @@ fn the_compute_target_raises_its_multiplier_while_too_much_runs() {
     )
     .unwrap();
     assert_eq!(block_on(plain.step(&batch)).unwrap().mu, 0.0);
+}
+
+#[test]
+fn the_commitment_term_is_beta_times_indecision_and_pushes_p_off_the_threshold() {
+    let committed = |commit| Routing::Tsa {
+        lambda: 0.0,
+        gate: TsaGate::StraightThroughScaled,
+        target: None,
+        commit,
+    };
+    let m = halting_some(micro(10, committed(0.0)));
+    let x = tokens(&rows(2, 12, 10, 0), &cpu());
+    let y = tokens(&rows(2, 12, 10, 1), &cpu());
+    let out = m.forward(x, Execution::Soft);
+    let host: Vec<f64> = out
+        .halting
+        .iter()
+        .flat_map(|p| floats(p.clone()))
+        .map(|p| 4.0 * p as f64 * (1.0 - p as f64))
+        .collect();
+    let indecision = host.iter().sum::<f64>() / host.len() as f64;
+    assert!(
+        indecision > 0.05,
+        "the test needs undecided routers: {indecision}"
+    );
+    let beta = 0.3;
+    let obj = tsa_core::loss::objective(committed(beta), &out, y.clone(), None, 0.0);
+    let extra = floats(obj.total - obj.task)[0] as f64;
+    assert!(
+        (extra - beta * indecision).abs() < 1e-5,
+        "β·indecision {} vs objective's extra {extra}",
+        beta * indecision
+    );
+    let plain = tsa_core::loss::objective(committed(0.0), &out, y, None, 0.0);
+    assert_eq!(floats(plain.total - plain.task)[0], 0.0);
+
+    // Trained with the commitment term outweighing the task, p leaves the threshold (from
+    // σ(−0.5) ≈ 0.38: at exactly 0.5 its gradient 4σ'(z)(1 − 2p) vanishes).
+    let cfg = micro(10, committed(50.0)).with_router_bias(-0.5);
+    let mut trainer = Trainer::new(
+        &cfg,
+        TrainConfig::new()
+            .with_steps(30)
+            .with_batch_size(2)
+            .with_lr(1e-2),
+        &cpu(),
+    )
+    .unwrap();
+    let batch = Batch::new(
+        rows(2, 12, 10, 0).concat(),
+        rows(2, 12, 10, 1).concat(),
+        None,
+        12,
+        &cpu(),
+    );
+    let undecided = |m: &tsa_core::TsaModel| {
+        let halting = m.forward(batch.inputs.clone(), Execution::Soft).halting;
+        floats(metrics::indecision(&halting).unwrap())[0]
+    };
+    let before = undecided(&trainer.inference_model());
+    for _ in 0..30 {
+        block_on(trainer.step(&batch)).unwrap();
+    }
+    let after = undecided(&trainer.inference_model());
+    assert!(before > 0.9, "σ(−0.5) is near the threshold: {before}");
+    assert!(after < 0.5 * before, "indecision {before} → {after}");
+
+    let bad = micro(10, committed(-1.0));
+    assert!(bad.validate().is_err(), "a negative β is refused");
 }
 
 #[test]
