@@ -92,6 +92,7 @@ fn attention_rows_kernel<F: Float>(
 /// `h + scale ⊙ attention(x)` over rows [n, d] (n = B·T) with only the rows where `scale > 0`
 /// running their query: Q = x·`wq` for them, their causal attention over `k`, `v` [B, T, d],
 /// and the output projection `wo` (no biases, as the model's).
+#[allow(clippy::too_many_arguments)] // one handle per tensor, as `SparseOps` passes them
 pub fn sparse_attention_add(
     h: CubeTensor,
     x: CubeTensor,

@@ -33,6 +33,8 @@ fn compact_kernel<F: Float>(
     while base < n {
         let i = base + tid;
         let mut flag = 0u32;
+        // Two ifs, not `&&`: a kernel's `&&` need not short-circuit, and row i ≥ n is out of bounds.
+        #[allow(clippy::collapsible_if)]
         if i < n {
             if scale[i * scale.stride(0)] > F::new(0.0) {
                 flag = 1u32;
