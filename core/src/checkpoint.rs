@@ -125,14 +125,14 @@ fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
         return Err(bad("trailing bytes after the record"));
     }
     meta.config.validate()?;
-    if let Some(vocab) = &meta.vocab {
-        if vocab.vocab_size() != meta.config.vocab_size {
-            return Err(bad(format!(
-                "vocabulary has {} characters but the model {}",
-                vocab.vocab_size(),
-                meta.config.vocab_size
-            )));
-        }
+    if let Some(vocab) = &meta.vocab
+        && vocab.vocab_size() != meta.config.vocab_size
+    {
+        return Err(bad(format!(
+            "vocabulary has {} characters but the model {}",
+            vocab.vocab_size(),
+            meta.config.vocab_size
+        )));
     }
     Ok((meta, record))
 }

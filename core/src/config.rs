@@ -293,7 +293,7 @@ impl TsaConfig {
         if self.d_model == 0 || self.n_heads == 0 || self.d_ff == 0 || self.context == 0 {
             return bad("d_model, n_heads, d_ff and context must all be at least 1".into());
         }
-        if self.d_model % self.n_heads != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads) {
             return bad(format!(
                 "d_model ({}) must be divisible by n_heads ({})",
                 self.d_model, self.n_heads

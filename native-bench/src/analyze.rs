@@ -87,9 +87,9 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
             let k = class(i.checked_sub(1).map(|j| chars[j]), chars[i]);
             sums[k].0 += 1;
             let mut mean = 0.0;
-            for l in 0..n_r {
-                sums[k].1[l] += active[l][i] as f64;
-                mean += active[l][i] as f64 / n_r as f64;
+            for (sum, a) in sums[k].1.iter_mut().zip(&active) {
+                *sum += a[i] as f64;
+                mean += a[i] as f64 / n_r as f64;
             }
             sums[k].2 += loss[i] as f64;
             all_active.push(mean);

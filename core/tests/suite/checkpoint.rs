@@ -85,9 +85,7 @@ fn a_header_that_does_not_fit_the_weights_is_refused() {
         step: 1,
     };
     let bytes = block_on(checkpoint::to_bytes(&model, &wrong)).unwrap();
-    let err = checkpoint::from_bytes(&bytes, &cpu())
-        .err()
-        .expect("mismatched file must not load");
+    let err = checkpoint::from_bytes(&bytes, &cpu()).expect_err("mismatched file must not load");
     assert!(err.to_string().contains("do not fit"), "{err}");
     // A vocabulary that disagrees with the config's vocab size.
     let other = CharTokenizer::fit("abc").unwrap();

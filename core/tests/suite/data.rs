@@ -130,7 +130,7 @@ fn a_100_mb_corpus_with_thousands_of_characters_loads() {
     let mut text = String::with_capacity(100_000_000);
     let mut i = 0usize;
     while text.len() < 100_000_000 - 4 {
-        if i % 50 == 0 {
+        if i.is_multiple_of(50) {
             text.push(rare[(i / 50) % rare.len()]);
         } else {
             text.push(char::from(32 + (i % 95) as u8));

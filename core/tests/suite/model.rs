@@ -97,8 +97,8 @@ fn changing_a_later_token_leaves_earlier_positions_unchanged() {
     ];
     for (routing, exec) in cases {
         let model = model(&micro(10, routing), 3, &device);
-        let oa = model.forward(tokens(&[a.clone()], &device), exec);
-        let ob = model.forward(tokens(&[b.clone()], &device), exec);
+        let oa = model.forward(tokens(std::slice::from_ref(&a), &device), exec);
+        let ob = model.forward(tokens(std::slice::from_ref(&b), &device), exec);
         let early = |x: Tensor<3>| floats(x.narrow(1, 0, t - 1));
         let d = max_abs_diff(&early(oa.logits.clone()), &early(ob.logits.clone()));
         assert!(
