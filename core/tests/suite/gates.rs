@@ -46,6 +46,17 @@ fn rows(b: usize, n: usize, vocab: i32, seed: i32) -> Vec<Vec<i32>> {
         .collect()
 }
 
+/// Two rows of 12 tokens and the next-token targets used across these tests.
+fn shifted_batch(device: &burn::tensor::Device) -> Batch {
+    Batch::new(
+        rows(2, 12, 10, 0).concat(),
+        rows(2, 12, 10, 1).concat(),
+        None,
+        12,
+        device,
+    )
+}
+
 #[test]
 fn straight_through_trains_exactly_what_runs() {
     let device = cpu();
@@ -183,13 +194,7 @@ fn executed_alpha_follows_the_threshold_and_the_histogram_sums_to_one() {
         let cfg = micro(10, Routing::tsa(0.0)).with_router_bias(bias);
         let m = model(&cfg, 2, &cpu());
         let x = tokens(&rows(2, 12, 10, 0), &cpu());
-        let batch = Batch::new(
-            rows(2, 12, 10, 0).concat(),
-            rows(2, 12, 10, 1).concat(),
-            None,
-            12,
-            &cpu(),
-        );
+        let batch = shifted_batch(&cpu());
         let s = block_on(evaluate(&m, &[batch], Execution::Soft)).unwrap();
         assert!(
             (s.executed_alpha - expected).abs() < 1e-6,
@@ -214,14 +219,7 @@ fn executed_alpha_follows_the_threshold_and_the_histogram_sums_to_one() {
 #[test]
 fn the_host_histogram_bins_read_probabilities_as_the_device_does() {
     let m = halting_some(micro(10, Routing::tsa(0.0)));
-    let x = Batch::new(
-        rows(2, 12, 10, 0).concat(),
-        rows(2, 12, 10, 1).concat(),
-        None,
-        12,
-        &cpu(),
-    )
-    .inputs;
+    let x = shifted_batch(&cpu()).inputs;
     let halting = m.forward(x, Execution::Soft).halting;
     let device = floats(metrics::halting_histogram(&halting).unwrap());
     for (l, p) in halting.iter().enumerate() {
@@ -252,13 +250,7 @@ fn the_compute_target_raises_its_multiplier_while_too_much_runs() {
     )
     .unwrap();
     let device = trainer.model.device();
-    let batch = Batch::new(
-        rows(2, 12, 10, 0).concat(),
-        rows(2, 12, 10, 1).concat(),
-        None,
-        12,
-        &device,
-    );
+    let batch = shifted_batch(&device);
     let mut last = 0.0;
     for _ in 0..3 {
         let s = block_on(trainer.step(&batch)).unwrap();
@@ -326,13 +318,7 @@ fn the_commitment_term_is_beta_times_indecision_and_pushes_p_off_the_threshold()
         &cpu(),
     )
     .unwrap();
-    let batch = Batch::new(
-        rows(2, 12, 10, 0).concat(),
-        rows(2, 12, 10, 1).concat(),
-        None,
-        12,
-        &cpu(),
-    );
+    let batch = shifted_batch(&cpu());
     let undecided = |m: &tsa_core::TsaModel| {
         let halting = m.forward(batch.inputs.clone(), Execution::Soft).halting;
         floats(metrics::indecision(&halting).unwrap())[0]
