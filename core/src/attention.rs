@@ -1,6 +1,7 @@
 //! Causal multi-head self-attention (no projection biases), over a whole sequence or, with a
 //! [`KvCache`], over the new tokens against every earlier one.
 
+use burn::backend::DispatchDevice;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::activation::softmax;
@@ -114,9 +115,11 @@ impl CausalSelfAttention {
     }
 }
 
-/// Sequences at least this long run their attention per query range: measured to pay at the
-/// paper's T = 256 on flex (`cargo run --release -p tsa-core --example attention_ranges`);
-/// shorter ones, the browser presets' contexts included, keep the single call (not measured).
+/// Sequences at least this long run their attention per query range on flex: measured to pay at
+/// the paper's T = 256 (`cargo run --release -p tsa-core --example attention_ranges`); shorter
+/// ones, the browser presets' contexts included, keep the single call (not measured). Cubecl
+/// devices (wgpu, CUDA) always make one call: Burn's flash kernel already skips the tiles above
+/// the causal diagonal, so ranges there would only add launches, K/V slices and a concatenation.
 const RANGED_FROM: usize = 256;
 
 /// Long sequences (and the extended mode, always) split into this many position ranges: a query
@@ -129,7 +132,7 @@ pub(crate) const QUERY_RANGES: usize = 4;
 /// (sequence, head) in parallel without materialising [B, H, T, S]); under autodiff it is the
 /// same composition of matmul, mask and softmax.
 fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
-    let ranges = if q.dims()[2] < RANGED_FROM {
+    let ranges = if q.dims()[2] < RANGED_FROM || !computes_masked_scores(&q.device()) {
         1
     } else {
         QUERY_RANGES
@@ -167,6 +170,12 @@ pub fn causal_attention_in_ranges(
         )
     });
     Tensor::cat(outs.collect(), 2)
+}
+
+/// Whether `device`'s attention computes the masked scores too (flex, and any non-cubecl
+/// backend), so that cutting the queries into ranges saves work.
+pub(crate) fn computes_masked_scores(device: &Device) -> bool {
+    !matches!(device.as_dispatch(), DispatchDevice::Cube(_))
 }
 
 /// Positions 0..t cut into `n` consecutive ranges [lo, hi) of equal length (the last shorter).

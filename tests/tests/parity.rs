@@ -63,7 +63,11 @@ fn export(dir: &Path, name: &str, routing: Routing) -> (PathBuf, PathBuf) {
 fn the_numpy_twin_computes_the_same_logits_halting_and_loss() {
     let dir = std::env::temp_dir().join(format!("tsa-parity-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let twin = Path::new(env!("CARGO_MANIFEST_DIR")).join("parity/twin.py");
+    // Cargo sets the manifest dir at run time too; preferring it keeps a test binary built in
+    // another checkout that shares the target dir (fresh by mtime) pointing at this one's twin.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf(), Into::into);
+    let twin = manifest.join("parity/twin.py");
     let cases = [
         ("dense", Routing::Dense),
         ("tsa-soft", Routing::tsa(0.001)),
