@@ -33,6 +33,11 @@ pub struct TrainConfig {
     /// Seeds parameter initialisation and batch sampling.
     #[config(default = 1337)]
     pub seed: u64,
+    /// TSA's compute target falls linearly from α = 1 to the requested α* over this share of
+    /// training (0: α* from the first step), so the model learns its task with every block
+    /// before it learns which tokens may skip them.
+    #[config(default = 0.0)]
+    pub target_ramp: f64,
 }
 
 impl TrainConfig {
@@ -45,6 +50,16 @@ impl TrainConfig {
         let progress = ((step - self.warmup_steps) as f64 / span).min(1.0);
         let min = self.lr * self.min_lr_ratio;
         min + 0.5 * (self.lr - min) * (1.0 + (std::f64::consts::PI * progress).cos())
+    }
+
+    /// The executed α the compute target asks for at `step`, for a final target `target`.
+    pub fn target_at(&self, target: f64, step: usize) -> f64 {
+        if self.target_ramp <= 0.0 {
+            return target;
+        }
+        let ramp = self.target_ramp * self.steps.max(1) as f64;
+        let done = (step as f64 / ramp).min(1.0);
+        1.0 - (1.0 - target) * done
     }
 
     pub fn validate(&self) -> crate::error::Result<()> {
@@ -60,6 +75,9 @@ impl TrainConfig {
         }
         if !(self.weight_decay >= 0.0 && self.grad_clip >= 0.0) {
             return bad("weight_decay and grad_clip must be ≥ 0");
+        }
+        if !(0.0..=1.0).contains(&self.target_ramp) {
+            return bad("target_ramp must be in [0, 1] (a share of training)");
         }
         Ok(())
     }

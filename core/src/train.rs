@@ -145,6 +145,7 @@ impl Trainer {
         {
             // Two-sided: below the target μ turns negative and buys compute back (a gate that
             // closed early gets the chance to reopen).
+            let target = self.config.target_at(target, self.step - 1);
             self.mu += TARGET_STEP * (v[4] as f64 - target);
         }
         Ok(StepStats {

@@ -64,6 +64,10 @@ pub struct TrainArgs {
     pub lr: Option<f64>,
     #[arg(long)]
     pub warmup: Option<usize>,
+    /// TSA with --target: the target falls linearly from α = 1 to it over this share of
+    /// training (0: the target from the first step).
+    #[arg(long)]
+    pub target_ramp: Option<f64>,
     #[arg(long)]
     pub dropout: Option<f64>,
     /// Initialisation of the linear layers the paper's Appendix A does not name.
@@ -132,6 +136,7 @@ impl TrainArgs {
         set(&mut train.batch_size, self.batch);
         set(&mut train.lr, self.lr);
         set(&mut train.warmup_steps, self.warmup);
+        set(&mut train.target_ramp, self.target_ramp);
         Recipe {
             model,
             train,
@@ -317,7 +322,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     let recipe = args.recipe(data.vocab_size());
     let (model, train) = (recipe.model.clone(), recipe.train.clone());
     eprintln!(
-        "recipe {}: {}; lr {} (warm-up {}), batch {}, context {}, dropout {}, init {:?}, {} steps",
+        "recipe {}: {}; lr {} (warm-up {}), batch {}, context {}, dropout {}, init {:?}, {} steps{}",
         recipe.name,
         model.routing.label(),
         train.lr,
@@ -326,7 +331,14 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         model.context,
         model.dropout,
         model.init,
-        train.steps
+        train.steps,
+        match train.target_ramp {
+            0.0 => String::new(),
+            r => format!(
+                ", target ramped from α 1 over {:.0}% of training",
+                100.0 * r
+            ),
+        }
     );
     let initial = match &args.init_from {
         None => None,

@@ -65,8 +65,10 @@ fn the_numpy_twin_computes_the_same_logits_halting_and_loss() {
     std::fs::create_dir_all(&dir).unwrap();
     // Cargo sets the manifest dir at run time too; preferring it keeps a test binary built in
     // another checkout that shares the target dir (fresh by mtime) pointing at this one's twin.
-    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf(), Into::into);
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf(),
+        Into::into,
+    );
     let twin = manifest.join("parity/twin.py");
     let cases = [
         ("dense", Routing::Dense),

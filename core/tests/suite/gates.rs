@@ -273,6 +273,48 @@ fn the_compute_target_raises_its_multiplier_while_too_much_runs() {
 }
 
 #[test]
+fn a_ramped_target_starts_at_full_depth_and_reaches_the_requested_alpha() {
+    let c = TrainConfig::new().with_steps(100).with_target_ramp(0.5);
+    assert_eq!(c.target_at(0.4, 0), 1.0);
+    assert!(
+        (c.target_at(0.4, 25) - 0.7).abs() < 1e-12,
+        "halfway down the ramp"
+    );
+    assert!((c.target_at(0.4, 50) - 0.4).abs() < 1e-12);
+    assert!(
+        (c.target_at(0.4, 99) - 0.4).abs() < 1e-12,
+        "held after the ramp"
+    );
+    assert_eq!(
+        TrainConfig::new().target_at(0.4, 0),
+        0.4,
+        "no ramp: α* at once"
+    );
+    assert!(TrainConfig::new().with_target_ramp(1.5).validate().is_err());
+    assert!(
+        TrainConfig::new()
+            .with_target_ramp(-0.1)
+            .validate()
+            .is_err()
+    );
+
+    // In training: nearly every token runs (σ(−4)); on the ramp's first step the target is 1,
+    // so μ does not rise, where the same step without a ramp raises it.
+    let cfg = micro(10, gated(TsaGate::StraightThrough, Some(0.25))).with_router_bias(-4.0);
+    let batch = shifted_batch(&cpu().autodiff());
+    let mu_after_one_step = |ramp: f64| {
+        let train = TrainConfig::new()
+            .with_steps(10)
+            .with_batch_size(2)
+            .with_target_ramp(ramp);
+        let mut trainer = Trainer::new(&cfg, train, &cpu()).unwrap();
+        block_on(trainer.step(&batch)).unwrap().mu
+    };
+    assert!(mu_after_one_step(0.0) > 0.0);
+    assert!(mu_after_one_step(1.0) <= 0.0);
+}
+
+#[test]
 fn the_commitment_term_is_beta_times_indecision_and_pushes_p_off_the_threshold() {
     let committed = |commit| Routing::Tsa {
         lambda: 0.0,
