@@ -1,6 +1,8 @@
 //! AdamW with the paper's parameter groups, the learning-rate schedule, and global-norm clipping.
 
 use burn::config::Config;
+use burn::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrSchedulerConfig};
+use burn::lr_scheduler::LrSchedulerConfig;
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
@@ -38,6 +40,11 @@ pub struct TrainConfig {
     /// before it learns which tokens may skip them.
     #[config(default = 0.0)]
     pub target_ramp: f64,
+    /// The routers learn at this multiple of the blocks' learning rate (same schedule). At the
+    /// paper's lr 3e-4 a router barely leaves its initialisation in 5,000 steps (issue 15),
+    /// while the blocks need that small rate.
+    #[config(default = 1.0)]
+    pub router_lr_scale: f64,
 }
 
 impl TrainConfig {
@@ -78,6 +85,9 @@ impl TrainConfig {
         }
         if !(0.0..=1.0).contains(&self.target_ramp) {
             return bad("target_ramp must be in [0, 1] (a share of training)");
+        }
+        if !(self.router_lr_scale.is_finite() && self.router_lr_scale > 0.0) {
+            return bad("router_lr_scale must be finite and > 0");
         }
         Ok(())
     }
@@ -122,6 +132,37 @@ pub fn decay_groups(model: &TsaModel) -> DecayGroups {
     };
     model.visit(&mut c);
     c.groups
+}
+
+/// The routers' parameter paths (`routers.…`), the group `router_lr_scale` applies to.
+pub fn router_paths(model: &TsaModel) -> Vec<String> {
+    let g = decay_groups(model);
+    g.decay
+        .into_iter()
+        .chain(g.no_decay)
+        .filter(|p| p.starts_with("routers."))
+        .collect()
+}
+
+/// Every parameter's learning rate at `step`: `lr_at(step)`, times `router_lr_scale` on the
+/// parameters in `routers` (from [`router_paths`]).
+pub fn learning_rates(
+    config: &TrainConfig,
+    routers: &[String],
+    step: usize,
+) -> crate::error::Result<ModuleLearningRate> {
+    let lr = config.lr_at(step);
+    if config.router_lr_scale == 1.0 || routers.is_empty() {
+        return Ok(lr.into());
+    }
+    ModuleLrSchedulerConfig::new(LrSchedulerConfig::Constant(lr))
+        .with_group(
+            ParamGroup::from_paths(routers.to_vec()),
+            LrSchedulerConfig::Constant(lr * config.router_lr_scale),
+        )
+        .init()
+        .map(|mut s| s.step())
+        .map_err(crate::error::TsaError::InvalidConfig)
 }
 
 /// AdamW(β = 0.9, 0.95) with decay on the `decay` group and none on the rest.

@@ -62,6 +62,8 @@ pub struct Trainer {
     /// Lagrange multiplier of the compute target (TSA with `target`): added to λ.
     pub mu: f64,
     optim: ModuleOptimizer,
+    /// The routers' parameter paths, for their learning-rate scale.
+    routers: Vec<String>,
 }
 
 /// Step size of the compute target's multiplier: μ ← μ + η·(executed α − target).
@@ -83,12 +85,14 @@ impl Trainer {
     /// Continues training `model` (e.g. loaded from a checkpoint) from `step`.
     pub fn from_model(model: TsaModel, train: TrainConfig, step: usize) -> Self {
         let optim = optim::adamw(&model, &train);
+        let routers = optim::router_paths(&model);
         Self {
             model,
             config: train,
             step,
             mu: 0.0,
             optim,
+            routers,
         }
     }
 
@@ -136,7 +140,8 @@ impl Trainer {
         }
 
         let lr = self.config.lr_at(self.step);
-        self.model = self.optim.step(lr, self.model.clone(), grads);
+        let lrs = optim::learning_rates(&self.config, &self.routers, self.step)?;
+        self.model = self.optim.step(lrs, self.model.clone(), grads);
         self.step += 1;
         if let crate::Routing::Tsa {
             target: Some(target),

@@ -68,6 +68,9 @@ pub struct TrainArgs {
     /// training (0: the target from the first step).
     #[arg(long)]
     pub target_ramp: Option<f64>,
+    /// The routers learn at this multiple of --lr (the paper's 3e-4 barely moves them).
+    #[arg(long)]
+    pub router_lr_scale: Option<f64>,
     #[arg(long)]
     pub dropout: Option<f64>,
     /// Initialisation of the linear layers the paper's Appendix A does not name.
@@ -137,6 +140,7 @@ impl TrainArgs {
         set(&mut train.lr, self.lr);
         set(&mut train.warmup_steps, self.warmup);
         set(&mut train.target_ramp, self.target_ramp);
+        set(&mut train.router_lr_scale, self.router_lr_scale);
         Recipe {
             model,
             train,
@@ -322,10 +326,14 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     let recipe = args.recipe(data.vocab_size());
     let (model, train) = (recipe.model.clone(), recipe.train.clone());
     eprintln!(
-        "recipe {}: {}; lr {} (warm-up {}), batch {}, context {}, dropout {}, init {:?}, {} steps{}",
+        "recipe {}: {}; lr {}{} (warm-up {}), batch {}, context {}, dropout {}, init {:?}, {} steps{}",
         recipe.name,
         model.routing.label(),
         train.lr,
+        match train.router_lr_scale {
+            1.0 => String::new(),
+            k => format!(" (routers ×{k})"),
+        },
         train.warmup_steps,
         train.batch_size,
         model.context,

@@ -315,6 +315,40 @@ fn a_ramped_target_starts_at_full_depth_and_reaches_the_requested_alpha() {
 }
 
 #[test]
+fn the_router_learning_rate_scale_moves_only_the_routers_faster() {
+    // AdamW's first step moves each parameter by about lr (the update is g / |g|), so with the
+    // routers' rate ×10 their step is ten times the unscaled run's and the blocks' are the same.
+    let cfg = micro(10, gated(TsaGate::StraightThrough, Some(0.25)));
+    let batch = shifted_batch(&cpu().autodiff());
+    let one_step = |scale: f64| {
+        let train = TrainConfig::new()
+            .with_steps(10)
+            .with_batch_size(2)
+            .with_warmup_steps(0)
+            .with_router_lr_scale(scale);
+        let mut trainer = Trainer::new(&cfg, train, &cpu()).unwrap();
+        let before = trainer.model.clone();
+        block_on(trainer.step(&batch)).unwrap();
+        let moved = |a: Vec<f32>, b: Vec<f32>| max_abs_diff(&a, &b);
+        let bias = |m: &tsa_core::TsaModel| floats(m.routers[1].out.bias.as_ref().unwrap().val());
+        let block = |m: &tsa_core::TsaModel| floats(m.blocks[1].ffn.fc.bias.as_ref().unwrap().val());
+        (
+            moved(bias(&before), bias(&trainer.model)),
+            moved(block(&before), block(&trainer.model)),
+        )
+    };
+    let (router1, block1) = one_step(1.0);
+    let (router10, block10) = one_step(10.0);
+    assert!(router1 > 0.0 && block1 > 0.0, "both groups learn");
+    let ratio = router10 / router1;
+    assert!((ratio - 10.0).abs() < 0.1, "router step ratio {ratio}");
+    assert!((block10 - block1).abs() <= 1e-6 * block1.max(1e-6), "{block10} vs {block1}");
+    for bad in [0.0, -1.0, f64::NAN] {
+        assert!(TrainConfig::new().with_router_lr_scale(bad).validate().is_err());
+    }
+}
+
+#[test]
 fn the_commitment_term_is_beta_times_indecision_and_pushes_p_off_the_threshold() {
     let committed = |commit| Routing::Tsa {
         lambda: 0.0,
