@@ -1,8 +1,8 @@
 //! AdamW with the paper's parameter groups, the learning-rate schedule, and global-norm clipping.
 
 use burn::config::Config;
-use burn::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrSchedulerConfig};
 use burn::lr_scheduler::LrSchedulerConfig;
+use burn::lr_scheduler::module_lr_scheduler::{ModuleLearningRate, ModuleLrSchedulerConfig};
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
@@ -134,30 +134,31 @@ pub fn decay_groups(model: &TsaModel) -> DecayGroups {
     c.groups
 }
 
-/// The routers' parameter paths (`routers.…`), the group `router_lr_scale` applies to.
-pub fn router_paths(model: &TsaModel) -> Vec<String> {
+/// The routers' parameters (`routers.…`), the group `router_lr_scale` applies to.
+pub fn router_group(model: &TsaModel) -> ParamGroup {
     let g = decay_groups(model);
-    g.decay
+    let routers: Vec<String> = g
+        .decay
         .into_iter()
         .chain(g.no_decay)
         .filter(|p| p.starts_with("routers."))
-        .collect()
+        .collect();
+    ParamGroup::from_paths(routers)
 }
 
-/// Every parameter's learning rate at `step`: `lr_at(step)`, times `router_lr_scale` on the
-/// parameters in `routers` (from [`router_paths`]).
+/// Every parameter's learning rate for a step at rate `lr`: `lr`, times `router_lr_scale` on
+/// the `routers` group (from [`router_group`]).
 pub fn learning_rates(
     config: &TrainConfig,
-    routers: &[String],
-    step: usize,
+    routers: &ParamGroup,
+    lr: f64,
 ) -> crate::error::Result<ModuleLearningRate> {
-    let lr = config.lr_at(step);
-    if config.router_lr_scale == 1.0 || routers.is_empty() {
+    if config.router_lr_scale == 1.0 {
         return Ok(lr.into());
     }
     ModuleLrSchedulerConfig::new(LrSchedulerConfig::Constant(lr))
         .with_group(
-            ParamGroup::from_paths(routers.to_vec()),
+            routers.clone(),
             LrSchedulerConfig::Constant(lr * config.router_lr_scale),
         )
         .init()

@@ -1,7 +1,7 @@
 //! The trainer: one optimiser step and one evaluation, both awaitable so the browser can drive
 //! them; no synchronous tensor read on either path.
 
-use burn::module::Module;
+use burn::module::{Module, ParamGroup};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Tensor};
 
@@ -62,8 +62,8 @@ pub struct Trainer {
     /// Lagrange multiplier of the compute target (TSA with `target`): added to λ.
     pub mu: f64,
     optim: ModuleOptimizer,
-    /// The routers' parameter paths, for their learning-rate scale.
-    routers: Vec<String>,
+    /// The routers' parameters, for their learning-rate scale.
+    routers: ParamGroup,
 }
 
 /// Step size of the compute target's multiplier: μ ← μ + η·(executed α − target).
@@ -85,7 +85,7 @@ impl Trainer {
     /// Continues training `model` (e.g. loaded from a checkpoint) from `step`.
     pub fn from_model(model: TsaModel, train: TrainConfig, step: usize) -> Self {
         let optim = optim::adamw(&model, &train);
-        let routers = optim::router_paths(&model);
+        let routers = optim::router_group(&model);
         Self {
             model,
             config: train,
@@ -140,7 +140,7 @@ impl Trainer {
         }
 
         let lr = self.config.lr_at(self.step);
-        let lrs = optim::learning_rates(&self.config, &self.routers, self.step)?;
+        let lrs = optim::learning_rates(&self.config, &self.routers, lr)?;
         self.model = self.optim.step(lrs, self.model.clone(), grads);
         self.step += 1;
         if let crate::Routing::Tsa {
