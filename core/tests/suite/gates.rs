@@ -331,7 +331,8 @@ fn the_router_learning_rate_scale_moves_only_the_routers_faster() {
         block_on(trainer.step(&batch)).unwrap();
         let moved = |a: Vec<f32>, b: Vec<f32>| max_abs_diff(&a, &b);
         let bias = |m: &tsa_core::TsaModel| floats(m.routers[1].out.bias.as_ref().unwrap().val());
-        let block = |m: &tsa_core::TsaModel| floats(m.blocks[1].ffn.fc.bias.as_ref().unwrap().val());
+        let block =
+            |m: &tsa_core::TsaModel| floats(m.blocks[1].ffn.fc.bias.as_ref().unwrap().val());
         (
             moved(bias(&before), bias(&trainer.model)),
             moved(block(&before), block(&trainer.model)),
@@ -342,9 +343,17 @@ fn the_router_learning_rate_scale_moves_only_the_routers_faster() {
     assert!(router1 > 0.0 && block1 > 0.0, "both groups learn");
     let ratio = router10 / router1;
     assert!((ratio - 10.0).abs() < 0.1, "router step ratio {ratio}");
-    assert!((block10 - block1).abs() <= 1e-6 * block1.max(1e-6), "{block10} vs {block1}");
+    assert!(
+        (block10 - block1).abs() <= 1e-6 * block1.max(1e-6),
+        "{block10} vs {block1}"
+    );
     for bad in [0.0, -1.0, f64::NAN] {
-        assert!(TrainConfig::new().with_router_lr_scale(bad).validate().is_err());
+        assert!(
+            TrainConfig::new()
+                .with_router_lr_scale(bad)
+                .validate()
+                .is_err()
+        );
     }
 }
 
