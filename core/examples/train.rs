@@ -1,5 +1,5 @@
-//! Trains a small TSA model on Tiny-Shakespeare on the CPU, printing loss and α as it goes,
-//! then compares soft gating with sparse inference (kept tokens scaled by 1 − p, or by 1).
+//! Trains a small TSA model on Tiny-Shakespeare on the CPU, printing loss, soft α and executed α
+//! as it goes, then compares soft gating with sparse inference (kept tokens scaled by 1 − p, or by 1).
 //!
 //! `cargo run --release -p tsa-core --example train -- [--steps N] [--dense] [--lambda λ] [--corpus PATH]`
 
@@ -77,13 +77,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         if s % 50 == 0 || s + 1 == steps {
             let ev = block_on(evaluate(&trainer.inference_model(), &val, Execution::Soft))?;
             println!(
-                "step {:>5}  loss {:.4}  val {:.4} (bpc {:.3})  α {:.3}  TLOps saved {:>5.1}%  {:.1} steps/s",
+                "step {:>5}  loss {:.4}  val {:.4} (bpc {:.3})  soft α {:.3}  executed α {:.3} (TLOps saved {:>5.1}%)  {:.1} steps/s",
                 stats.step,
                 stats.task_loss,
                 ev.loss,
                 ev.bpc,
                 ev.alpha,
-                100.0 * ev.tlops_saved,
+                ev.executed_alpha,
+                100.0 * ev.executed_tlops_saved,
                 stats.step as f64 / start.elapsed().as_secs_f64()
             );
         }
@@ -103,10 +104,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ] {
             let ev = block_on(evaluate(&model, &val, exec))?;
             println!(
-                "  {name:<24} val loss {:.4}  α {:.3}  TLOps saved {:.1}%",
+                "  {name:<24} val loss {:.4}  soft α {:.3}  executed α {:.3} (TLOps saved {:.1}%)",
                 ev.loss,
                 ev.alpha,
-                100.0 * ev.tlops_saved
+                ev.executed_alpha,
+                100.0 * ev.executed_tlops_saved
             );
         }
     }
