@@ -58,8 +58,12 @@ pub struct Row {
     pub device: String,
     pub batch: usize,
     pub seq: usize,
-    /// Executed active fraction (None for the baseline, which has no routers).
+    /// Executed active fraction: the share of routed token-layers this condition computes (1 for
+    /// soft-TSA, which runs every block; None for the baseline, which has no routers).
     pub alpha: Option<f64>,
+    /// The training-time forward's active fraction (`Execution::Soft`; the soft gate's mean
+    /// 1 − p), beside the executed one as everywhere else.
+    pub soft_alpha: Option<f64>,
     pub tlops_saved: Option<f64>,
     pub ms_median: f64,
     pub ms_min: f64,
@@ -109,6 +113,7 @@ struct Condition {
     exec: Execution,
     times: Vec<f64>,
     alpha: Option<f64>,
+    soft_alpha: Option<f64>,
 }
 
 impl Condition {
@@ -140,6 +145,7 @@ impl Condition {
                 exec,
                 times: vec![],
                 alpha: None,
+                soft_alpha: None,
             }
         })
         .collect()
@@ -182,16 +188,27 @@ fn read<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>> {
     Ok(tsa_core::read::block_on(tsa_core::read::floats(t))?)
 }
 
-fn executed_alpha(
+/// A condition's (soft α, executed α). Soft: the active fraction of the training-time forward.
+/// Executed: the share of routed token-layers the condition's own forward computes — all of them
+/// under `Execution::Soft`, which runs every block for every token and only weights the update.
+fn alphas(
     model: &TsaModel,
     tokens: &Tensor<2, Int>,
     exec: Execution,
-) -> Result<Option<f64>> {
-    let out = model.forward(tokens.clone(), exec);
-    Ok(match metrics::alpha(&out.active) {
-        Some(a) => Some(read(a)?[0] as f64),
-        None => None,
-    })
+) -> Result<(Option<f64>, Option<f64>)> {
+    let active = |exec: Execution| -> Result<Option<f64>> {
+        let out = model.forward(tokens.clone(), exec);
+        match metrics::alpha(&out.active) {
+            Some(a) => Ok(Some(read(a)?[0] as f64)),
+            None => Ok(None),
+        }
+    };
+    let soft = active(Execution::Soft)?;
+    let executed = match exec {
+        Execution::Soft => soft.map(|_| 1.0),
+        _ => active(exec)?,
+    };
+    Ok((soft, executed))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -272,7 +289,7 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
             conds.extend(Condition::of(Weights::Trained, m, None, ""));
         }
         for c in conds.iter_mut() {
-            c.alpha = executed_alpha(&c.model, &tokens, c.exec)?;
+            (c.soft_alpha, c.alpha) = alphas(&c.model, &tokens, c.exec)?;
         }
 
         let pb = ProgressBar::new(((args.warmup + args.runs) * conds.len()) as u64);
@@ -305,6 +322,7 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
                 batch,
                 seq,
                 alpha: c.alpha,
+                soft_alpha: c.soft_alpha,
                 tlops_saved: c.alpha.map(|a| metrics::tlops_saved(a, shape.n_layers)),
                 ms_median: med,
                 ms_min: c.times.iter().copied().fold(f64::INFINITY, f64::min),
@@ -336,8 +354,9 @@ fn table(rows: &[Row], shape: &TsaConfig) -> String {
     let header = [
         "condition",
         "batch",
-        "α executed",
-        "TLOps saved",
+        "soft α",
+        "executed α",
+        "TLOps saved (executed)",
         "ms median",
         "min–max",
         "speedup",
@@ -348,6 +367,7 @@ fn table(rows: &[Row], shape: &TsaConfig) -> String {
             vec![
                 r.condition.clone(),
                 r.batch.to_string(),
+                r.soft_alpha.map_or("—".into(), |a| format!("{a:.3}")),
                 r.alpha.map_or("—".into(), |a| format!("{a:.3}")),
                 r.tlops_saved
                     .map_or("—".into(), |t| format!("{:.1}%", 100.0 * t)),
@@ -414,6 +434,22 @@ mod tests {
         }
         assert!(rows.iter().all(|r| r.ms_median > 0.0 && r.speedup > 0.0));
         assert_eq!(rows[0].speedup, 1.0);
+        // Soft-TSA computes every block: executed α 1 and nothing saved, whatever its soft α
+        // (fresh routers: p ≈ σ(−1) ≈ 0.27, so soft α ≈ 0.73).
+        for r in rows.iter().filter(|r| r.condition == "soft-TSA") {
+            assert_eq!((r.alpha, r.tlops_saved), (Some(1.0), Some(0.0)), "{r:?}");
+            let soft = r.soft_alpha.unwrap();
+            assert!(soft > 0.5 && soft < 0.95, "soft α {soft}");
+        }
+        let dense: Vec<&Row> = (rows.iter())
+            .filter(|r| r.condition == "baseline (dense)")
+            .collect();
+        assert_eq!(dense.len(), 2);
+        assert!(
+            dense
+                .iter()
+                .all(|r| r.alpha.is_none() && r.soft_alpha.is_none())
+        );
         let line = std::fs::read_to_string(dir.join("throughput.jsonl")).unwrap();
         let first: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
         for key in [
@@ -422,6 +458,7 @@ mod tests {
             "batch",
             "seq",
             "alpha",
+            "soft_alpha",
             "tlops_saved",
             "ms_median",
             "speedup",

@@ -266,7 +266,8 @@ async function executableSession(browser, base) {
   const { page, logs } = await open(browser, base, '/?backend=cpu');
   const steps = 40;
   await page.getByTestId('model-kind').selectOption('st-scaled');
-  await setFields(page, { d: 32, 'layers L': 3, batch: 8, steps, 'learning rate': 0.01, 'target executed α': 0.5 });
+  await setFields(page, { d: 32, 'layers L': 3, batch: 8, steps, 'learning rate': 0.01, 'target executed α': 0.5,
+    "routers' lr ×": 10 });
   await page.getByTestId('train-start').click();
   await waitForSteps(page, steps, 300_000);
   const soft = await num(page, 'val-loss');
@@ -282,6 +283,15 @@ async function executableSession(browser, base) {
   await page.getByTestId('error').waitFor({ timeout: 10_000 });
   console.log(`target 1.5: ${await page.getByTestId('error').textContent()}`);
   assert.match(await page.getByTestId('error').textContent(), /target/i);
+  // So is a routers' learning-rate multiple that is not > 0. Reset clears the last message first.
+  await page.getByTestId('train-reset').click();
+  await page.getByTestId('error').waitFor({ state: 'hidden', timeout: 10_000 });
+  await setFields(page, { 'target executed α': 0.5, "routers' lr ×": 0 });
+  await page.getByTestId('train-start').click();
+  await page.waitForFunction(
+    () => /router_lr_scale/.test(document.querySelector('[data-testid=error]')?.textContent ?? ''),
+    null, { timeout: 10_000 });
+  console.log(`routers' lr x0: ${await page.getByTestId('error').textContent()}`);
   const panics = logs.filter((l) => /panicked|pageerror|RuntimeError/.test(l));
   assert.deepEqual(panics, [], panics.join('\n'));
   await page.close();

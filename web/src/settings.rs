@@ -25,6 +25,10 @@ pub struct Settings {
     pub target: Option<f64>,
     pub lambda: f64,
     pub lr: f64,
+    /// The routers learn at this multiple of `lr` (at the paper's 3e-4 they barely move:
+    /// docs/RESULTS.md, "The paper's recipe at the quick shape").
+    #[serde(default = "one")]
+    pub router_lr_scale: f64,
     pub batch: usize,
     pub steps: usize,
     /// Evaluate (validation loss, heatmap) every this many steps.
@@ -55,6 +59,7 @@ impl Settings {
             target: None,
             lambda: 0.001,
             lr: t.lr,
+            router_lr_scale: t.router_lr_scale,
             batch: t.batch_size,
             steps: t.steps,
             eval_every: recipe.eval_every,
@@ -101,6 +106,7 @@ impl Settings {
             .recipe(1)
             .train
             .with_lr(self.lr)
+            .with_router_lr_scale(self.router_lr_scale)
             .with_batch_size(self.batch)
             .with_steps(self.steps)
             .with_warmup_steps(self.warmup.min(self.steps / 10));
@@ -118,4 +124,9 @@ impl Settings {
         self.d_ff = 4 * d;
         self
     }
+}
+
+/// Settings saved before the field existed train their routers at the blocks' rate.
+fn one() -> f64 {
+    1.0
 }

@@ -142,6 +142,7 @@ pub fn Controls() -> impl IntoView {
             <Field label="λ" get=|s| s.lambda.to_string() set=|s, v| { s.lambda = parse(v)?; Ok(()) } />
             <Field label="target executed α" get=|s| s.target.map_or(String::new(), |t| t.to_string()) set=|s, v| { s.target = parse_target(v)?; Ok(()) } />
             <Field label="learning rate" get=|s| s.lr.to_string() set=|s, v| { s.lr = parse(v)?; Ok(()) } />
+            <Field label="routers' lr ×" get=|s| s.router_lr_scale.to_string() set=|s, v| { s.router_lr_scale = parse(v)?; Ok(()) } />
             <Field label="batch" get=|s| s.batch.to_string() set=|s, v| { s.batch = parse(v)?; Ok(()) } />
             <Field label="steps" get=|s| s.steps.to_string() set=|s, v| { s.steps = parse(v)?; Ok(()) } />
             <div class="buttons">

@@ -146,6 +146,7 @@ impl Runner {
                 None => fail("nothing to resume: press Start"),
             },
             Command::Reset => {
+                post(&Event::Error(None));
                 self.session = None;
                 self.snapshot = None;
                 self.new_run(0, 0, 0);
