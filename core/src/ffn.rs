@@ -2,10 +2,10 @@
 
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
-use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Tensor};
 
 use crate::config::TsaConfig;
+use crate::gelu::gelu;
 use crate::init::{self, Bias};
 
 /// GELU feed-forward network d → d_ff → d, with biases; dropout (training only) after the GELU

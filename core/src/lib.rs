@@ -16,6 +16,7 @@ pub mod error;
 pub mod export;
 pub mod ffn;
 pub mod gate;
+pub mod gelu;
 pub mod generate;
 pub mod init;
 pub mod loss;

@@ -94,8 +94,9 @@ enum Run {
 }
 
 /// The table's conditions in the order they are timed; the first is the speedups' baseline.
-/// "trained weights, dense" is the fair baseline for trained weights: on flex a trained model's
-/// GELU is slower than fresh weights' (docs/RESULTS.md).
+/// "trained weights, dense" is the fair baseline for trained weights: the same weights, so any
+/// value-dependent cost cancels (flex's own GELU ran trained weights 1.5–2.3× slower than fresh
+/// ones until `tsa_core::gelu`; docs/RESULTS.md).
 #[rustfmt::skip]
 const CONDITIONS: [(Weights, Run, &str); 7] = [
     (Weights::Fresh,      Run::Dense,         "baseline (dense)"),
