@@ -84,13 +84,14 @@ impl CausalSelfAttention {
 
     /// Only the keys and values of `x` [B, T, d] (already layer-normed), appended to `cache`:
     /// what a halted token still owes the tokens after it.
+    /// The whole Q|K|V projection runs and Q is dropped: multiplying by the K|V columns alone
+    /// made flex copy those columns of the weight out on every call (12% of sparse sampling).
     pub fn cache_kv(&self, x: Tensor<3>, cache: &mut KvCache) {
         let d = x.dims()[2];
-        let w = self.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
-        let kv = x.matmul(w.narrow(1, d, 2 * d).unsqueeze::<3>());
+        let qkv = self.qkv.forward(x);
         cache.append(
-            self.heads(kv.clone().narrow(2, 0, d)),
-            self.heads(kv.narrow(2, d, d)),
+            self.heads(qkv.clone().narrow(2, d, d)),
+            self.heads(qkv.narrow(2, 2 * d, d)),
         );
     }
 
