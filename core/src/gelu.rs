@@ -31,16 +31,19 @@ mod flex {
 
     pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
         let (device, shape) = (x.device(), x.shape());
-        let Ok(mut y) = x.clone().into_data().try_into_vec::<f32>() else {
-            return activation::gelu(x);
-        };
+        // In inference x is consumed, so flex can hand its buffer over instead of copying it.
+        let tracked = device.is_autodiff().then(|| x.clone());
+        let mut y = x
+            .into_data()
+            .try_into_vec::<f32>()
+            .expect("`applies` admits f32 tensors only");
         // Elements per rayon task: large enough to amortise the hand-off.
         const CHUNK: usize = 1 << 14;
-        if !device.is_autodiff() {
+        let Some(x) = tracked else {
             y.par_chunks_mut(CHUNK)
                 .for_each(|c| c.iter_mut().for_each(|v| *v = gelu_f32(*v)));
             return Tensor::from_data(TensorData::new(y, shape), &device);
-        }
+        };
         let mut dy = y.clone();
         y.par_chunks_mut(CHUNK)
             .zip(dy.par_chunks_mut(CHUNK))
