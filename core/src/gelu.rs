@@ -96,8 +96,9 @@ fn normal_cdf(x: f32) -> f32 {
     0.5 * if z >= 0.0 { e } else { 2.0 - e }
 }
 
-/// e^x to a few ulp (4e-7 relative, tested), branch-free (so loops over it vectorise): x = n·ln 2 + r, |r| ≤ ln 2 / 2,
-/// e^r by its Taylor polynomial, 2^n written into the exponent bits. x is clamped to
+/// e^x to a few ulp (4e-7 relative, tested), branch-free (so loops over it vectorise):
+/// x = n·ln 2 + r, |r| ≤ ln 2 / 2, e^r by its Taylor polynomial, 2^n written into the exponent
+/// bits. x is clamped to
 /// [−87, 88], where 2^n stays a normal number (e^−87 ≈ 1.6e-38 stands for 0).
 #[inline]
 fn exp(x: f32) -> f32 {
