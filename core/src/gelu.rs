@@ -98,8 +98,8 @@ fn normal_cdf(x: f32) -> f32 {
 
 /// e^x to a few ulp (4e-7 relative, tested), branch-free (so loops over it vectorise):
 /// x = n·ln 2 + r, |r| ≤ ln 2 / 2, e^r by its Taylor polynomial, 2^n written into the exponent
-/// bits. x is clamped to
-/// [−87, 88], where 2^n stays a normal number (e^−87 ≈ 1.6e-38 stands for 0).
+/// bits. x is clamped to [−87, 88], where 2^n stays a normal number (e^−87 ≈ 1.6e-38 stands
+/// for 0).
 #[inline]
 fn exp(x: f32) -> f32 {
     // Adding 1.5·2²³ rounds to an integer in the low mantissa bits; +127 is the exponent bias.
