@@ -67,6 +67,11 @@ impl CausalSelfAttention {
     pub fn forward(&self, x: Tensor<3>, cache: Option<&mut KvCache>) -> Tensor<3> {
         let [b, t, d] = x.dims();
         let qkv = self.qkv.forward(x);
+        #[cfg(not(target_family = "wasm"))]
+        if cache.is_none() && crate::fused_attention::applies(&qkv) {
+            let y = crate::fused_attention::causal_attention(qkv, self.n_heads);
+            return self.proj.forward(y);
+        }
         let q = self.heads(qkv.clone().narrow(2, 0, d));
         let k = self.heads(qkv.clone().narrow(2, d, d));
         let v = self.heads(qkv.narrow(2, 2 * d, d));

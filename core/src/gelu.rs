@@ -144,7 +144,7 @@ fn normal_cdf(x: f32) -> f32 {
 /// bits. x is clamped to [−87, 88], where 2^n stays a normal number (e^−87 ≈ 1.6e-38 stands
 /// for 0).
 #[inline(always)]
-fn exp(x: f32) -> f32 {
+pub(crate) fn exp(x: f32) -> f32 {
     // Adding 1.5·2²³ rounds to an integer in the low mantissa bits; +127 is the exponent bias.
     const SHIFT: f32 = 12_582_912.0 + 127.0;
     const LN2_HI: f32 = 0.693_145_75;

@@ -15,6 +15,8 @@ pub mod error;
 #[cfg(not(target_family = "wasm"))]
 pub mod export;
 pub mod ffn;
+#[cfg(not(target_family = "wasm"))]
+pub mod fused_attention;
 pub mod gate;
 pub mod gelu;
 pub mod generate;

@@ -207,11 +207,17 @@ pub fn add_attention_rows(
     let w = attn.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
     let flat = x.reshape([b * t, d]);
     let kv = flat.clone().matmul(w.clone().narrow(1, d, 2 * d));
+    // Q for the kept rows only, in output order; sequence s's rows start at first[s].
+    let q_all = flat.select(0, keep.clone()).matmul(w.narrow(1, 0, d));
+    #[cfg(not(target_family = "wasm"))]
+    if crate::fused_attention::applies(&kv) {
+        let kv = kv.reshape([b, t, 2 * d]);
+        let y = crate::fused_attention::causal_attention_kept(q_all, kv, positions, nh);
+        return add_rows(h, attn.proj.forward(y), keep, scale);
+    }
     let heads = |m: Tensor<2>, rows: usize| m.reshape([b, rows, nh, hd]).swap_dims(1, 2);
     let k = heads(kv.clone().narrow(1, 0, d), t);
     let v = heads(kv.narrow(1, d, d), t);
-    // Q for the kept rows only, in output order; sequence s's rows start at first[s].
-    let q_all = flat.select(0, keep.clone()).matmul(w.narrow(1, 0, d));
     let first: Vec<usize> = positions
         .iter()
         .scan(0, |n, pos| {

@@ -6,7 +6,8 @@ use tsa_core::sparse::keep_indices;
 
 use crate::common::*;
 
-/// Runs one block with a hard gate (gather/scatter FFN) and with the same gate applied densely.
+/// Runs one block with a hard gate (gather/scatter FFN) and with the same gate applied densely,
+/// on flex (where the extended mode's attention is `fused_attention`'s kernel).
 fn hard_vs_masked(
     b: usize,
     t: usize,
@@ -16,7 +17,23 @@ fn hard_vs_masked(
     seed: u64,
     extended: bool,
 ) -> f32 {
-    let device = cpu();
+    hard_vs_masked_on(&cpu(), b, t, d, keep, scale, seed, extended)
+}
+
+/// The same on `device`: under autodiff flex runs Burn's ops instead of the fused kernel (the
+/// path of a GPU without the device kernels).
+#[allow(clippy::too_many_arguments)]
+fn hard_vs_masked_on(
+    device: &burn::tensor::Device,
+    b: usize,
+    t: usize,
+    d: usize,
+    keep: Vec<bool>,
+    scale: Vec<f32>,
+    seed: u64,
+    extended: bool,
+) -> f32 {
+    let device = device.clone();
     device.seed(seed);
     let block = Block::init(&shape(d, 2, 2 * d, 3), &device);
     let h = Tensor::<3>::random(
@@ -61,16 +78,27 @@ proptest! {
 
 #[test]
 fn extended_mode_over_uneven_position_ranges_equals_the_masked_dense_block() {
-    // The extended mode runs attention per position range (keys cut at the range's end); at
-    // t = 37 the ranges are 10, 10, 10 and 7 long. One sequence keeps nothing, one everything,
+    // Through Burn's ops the extended mode runs attention per position range (keys cut at the
+    // range's end); at t = 37 the ranges are 10, 10, 10 and 7 long. The fused kernel (plain
+    // flex) cuts blocks of 32 kept queries instead. One sequence keeps nothing, one everything,
     // one a scattered pattern with nothing in the first range.
     let (b, t) = (3, 37);
     let mut keep = vec![false; t];
     keep.extend(vec![true; t]);
     keep.extend((0..t).map(|i| i >= 10 && (i % 3 == 0 || i == 36)));
     let scale: Vec<f32> = (0..b * t).map(|i| 0.1 + (i % 7) as f32 / 10.0).collect();
-    let diff = hard_vs_masked(b, t, 12, keep, scale, 5, true);
-    assert!(diff < 1e-5, "max |extended − masked dense| = {diff}");
+    for device in [cpu(), cpu().autodiff()] {
+        let diff = hard_vs_masked_on(&device, b, t, 12, keep.clone(), scale.clone(), 5, true);
+        let path = if device.is_autodiff() {
+            "Burn's ops"
+        } else {
+            "fused"
+        };
+        assert!(
+            diff < 1e-5,
+            "{path}: max |extended − masked dense| = {diff}"
+        );
+    }
 }
 
 #[test]
