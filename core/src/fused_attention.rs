@@ -4,11 +4,12 @@
 //! Why a kernel of our own: through Burn's ops, flex copies Q, K and V into [B, H, T, d_h] and
 //! the output back (`copy_2d_tiled`), computes every score of the square, the masked half too,
 //! and runs the softmax one element at a time with a branch per element and libm's `expf`; at
-//! the quick shape that was a quarter of a forward. Here the two products go to `gemm` (flex's
+//! the quick shape that was a third of a forward. Here the two products go to `gemm` (flex's
 //! own matmul) with strides that address the heads inside the packed rows, per block of query
 //! rows so that a block multiplies only the keys it can see, and the softmax is a vectorised
-//! pass. Training keeps Burn's attention (its backward comes with it), as do the KV-cache path
-//! and every other device.
+//! pass. The extended sparse mode's kept queries run through the same kernel
+//! ([`causal_attention_kept`]). Training keeps Burn's attention (its backward comes with it), as
+//! do the KV-cache path, the browser and every other device.
 
 use burn::backend::DispatchDevice;
 use burn::tensor::{DType, Tensor, TensorData};
