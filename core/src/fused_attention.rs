@@ -11,7 +11,6 @@
 //! ([`causal_attention_kept`]). Training keeps Burn's attention (its backward comes with it), as
 //! do the KV-cache path, the browser and every other device.
 
-use burn::backend::DispatchDevice;
 use burn::tensor::{DType, Tensor, TensorData};
 use gemm::{Parallelism, gemm};
 use rayon::prelude::*;
@@ -21,9 +20,7 @@ use crate::gelu::exp;
 /// Whether the kernels here serve `x`'s device and dtype: f32 on flex, outside autodiff.
 pub fn applies<const D: usize>(x: &Tensor<D>) -> bool {
     let device = x.device();
-    x.dtype() == DType::F32
-        && matches!(device.as_dispatch(), DispatchDevice::Flex(_))
-        && !device.is_autodiff()
+    x.dtype() == DType::F32 && crate::gelu::flex::is_flex(&device) && !device.is_autodiff()
 }
 
 /// Queries per task: a block of queries multiplies only the keys up to its last one, so smaller
@@ -249,7 +246,7 @@ fn run(
                 );
             }
             for (r, row) in scores.chunks_exact_mut(keys).enumerate() {
-                softmax_causal(row, queries.position(s, a + r) + 1);
+                widest::softmax_causal(row, queries.position(s, a + r) + 1);
             }
             unsafe {
                 // Output rows = P · V: [n, keys] · [keys, hd].
@@ -316,7 +313,39 @@ impl SharedOut {
     }
 }
 
+/// [`softmax_causal`] compiled for the widest vector unit the CPU has, chosen at run time (as in
+/// `gelu.rs`; the same bits on every path: the lanes are fixed and nothing contracts to FMA).
+mod widest {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn avx512(row: &mut [f32], seen: usize) {
+        super::softmax_causal(row, seen)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2(row: &mut [f32], seen: usize) {
+        super::softmax_causal(row, seen)
+    }
+
+    pub fn softmax_causal(row: &mut [f32], seen: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F, detected just above.
+                return unsafe { avx512(row, seen) };
+            }
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, detected just above.
+                return unsafe { avx2(row, seen) };
+            }
+        }
+        super::softmax_causal(row, seen)
+    }
+}
+
 /// The softmax of a row of scores whose first `seen` keys are visible; the rest become 0.
+#[inline(always)]
 fn softmax_causal(row: &mut [f32], seen: usize) {
     let (visible, future) = row.split_at_mut(seen);
     future.fill(0.0);
@@ -452,6 +481,25 @@ mod tests {
         let first = out.narrow(1, 0, 1);
         let v0 = qkv.narrow(1, 0, 1).narrow(2, 16, 8);
         assert!(max_abs_diff(first, v0) < 1e-6);
+    }
+
+    #[test]
+    fn the_softmax_gives_the_same_bits_at_every_vector_width() {
+        let row: Vec<f32> = (0..77)
+            .map(|i| ((i * 37) % 23) as f32 * 0.7 - 8.0)
+            .collect();
+        for seen in [1, 15, 16, 17, 60, 77] {
+            let (mut wide, mut portable) = (row.clone(), row.clone());
+            widest::softmax_causal(&mut wide, seen); // AVX-512 or AVX2 where the CPU has them
+            softmax_causal(&mut portable, seen);
+            assert!(
+                wide.iter()
+                    .zip(&portable)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+            );
+            let sum: f32 = portable.iter().sum();
+            assert!((sum - 1.0).abs() < 1e-5 && portable[seen..].iter().all(|&p| p == 0.0));
+        }
     }
 
     #[test]

@@ -19,14 +19,24 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 }
 
 #[cfg(not(target_family = "wasm"))]
-mod flex {
+pub(crate) mod flex {
     use super::*;
     use burn::backend::DispatchDevice;
     use burn::tensor::{DType, TensorData};
     use rayon::prelude::*;
 
+    /// f32 on flex, with or without autodiff (training takes the kernel too).
     pub fn applies<const D: usize>(x: &Tensor<D>) -> bool {
-        x.dtype() == DType::F32 && matches!(x.device().as_dispatch(), DispatchDevice::Flex(_))
+        x.dtype() == DType::F32 && is_flex(&x.device())
+    }
+
+    /// Whether `device` is flex, or autodiff over flex.
+    pub(crate) fn is_flex(device: &burn::tensor::Device) -> bool {
+        match device.as_dispatch() {
+            DispatchDevice::Flex(_) => true,
+            DispatchDevice::Autodiff(inner) => matches!(**inner, DispatchDevice::Flex(_)),
+            _ => false,
+        }
     }
 
     pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
@@ -244,6 +254,10 @@ mod tests {
         let grads_of = |f: fn(Tensor<2>) -> Tensor<2>| {
             let x =
                 Tensor::<2>::from_data(TensorData::new(data.clone(), [64, 64]), &ad).require_grad();
+            assert!(
+                flex::applies(&x),
+                "the kernel is not the path taken under autodiff"
+            );
             let g = f(x.clone()).sum().backward();
             x.grad(&g)
                 .map(|t| t.into_data().try_into_vec::<f32>().unwrap_or_default())
