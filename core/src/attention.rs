@@ -121,7 +121,9 @@ impl CausalSelfAttention {
     }
 }
 
-/// Sequences at least this long run their attention per query range on flex: measured to pay at
+/// Sequences at least this long run their attention per query range on flex when it goes through
+/// Burn's op (training, and the browser; inference natively takes `fused_attention`, which
+/// skips the masked triangle by itself): measured to pay at
 /// the paper's T = 256 (`cargo run --release -p tsa-core --example attention_ranges`); shorter
 /// ones, the browser presets' contexts included, keep the single call (not measured). Cubecl
 /// devices (wgpu, CUDA) always make one call: Burn's flash kernel already skips the tiles above
