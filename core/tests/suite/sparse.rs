@@ -6,24 +6,11 @@ use tsa_core::sparse::keep_indices;
 
 use crate::common::*;
 
-/// Runs one block with a hard gate (gather/scatter FFN) and with the same gate applied densely,
-/// on flex (where the extended mode's attention is `fused_attention`'s kernel).
-fn hard_vs_masked(
-    b: usize,
-    t: usize,
-    d: usize,
-    keep: Vec<bool>,
-    scale: Vec<f32>,
-    seed: u64,
-    extended: bool,
-) -> f32 {
-    hard_vs_masked_on(&cpu(), b, t, d, keep, scale, seed, extended)
-}
-
-/// The same on `device`: under autodiff flex runs Burn's ops instead of the fused kernel (the
-/// path of a GPU without the device kernels).
+/// Runs one block on `device` with a hard gate (gather/scatter FFN) and with the same gate
+/// applied densely. On plain flex the extended mode's attention is `fused_attention`'s kernel;
+/// under autodiff flex runs Burn's ops instead (the path of a GPU without the device kernels).
 #[allow(clippy::too_many_arguments)]
-fn hard_vs_masked_on(
+fn hard_vs_masked(
     device: &burn::tensor::Device,
     b: usize,
     t: usize,
@@ -70,7 +57,7 @@ proptest! {
         let d = 2 * half_d;
         let n = b * t;
         for extended in [false, true] {
-            let diff = hard_vs_masked(b, t, d, bits[..n].to_vec(), scales[..n].to_vec(), seed, extended);
+            let diff = hard_vs_masked(&cpu(), b, t, d, bits[..n].to_vec(), scales[..n].to_vec(), seed, extended);
             prop_assert!(diff < 1e-5, "extended={extended}: max |sparse − masked dense| = {diff}");
         }
     }
@@ -88,7 +75,7 @@ fn extended_mode_over_uneven_position_ranges_equals_the_masked_dense_block() {
     keep.extend((0..t).map(|i| i >= 10 && (i % 3 == 0 || i == 36)));
     let scale: Vec<f32> = (0..b * t).map(|i| 0.1 + (i % 7) as f32 / 10.0).collect();
     for device in [cpu(), cpu().autodiff()] {
-        let diff = hard_vs_masked_on(&device, b, t, 12, keep.clone(), scale.clone(), 5, true);
+        let diff = hard_vs_masked(&device, b, t, 12, keep.clone(), scale.clone(), 5, true);
         let path = if device.is_autodiff() {
             "Burn's ops"
         } else {
