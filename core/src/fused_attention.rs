@@ -15,12 +15,12 @@ use burn::tensor::{DType, Tensor, TensorData};
 use gemm::{Parallelism, gemm};
 use rayon::prelude::*;
 
-use crate::gelu::exp;
+use crate::flex_kernel::{exp, is_flex};
 
 /// Whether the kernels here serve `x`'s device and dtype: f32 on flex, outside autodiff.
 pub fn applies<const D: usize>(x: &Tensor<D>) -> bool {
     let device = x.device();
-    x.dtype() == DType::F32 && crate::gelu::flex::is_flex(&device) && !device.is_autodiff()
+    x.dtype() == DType::F32 && is_flex(&device) && !device.is_autodiff()
 }
 
 /// Queries per task: a block of queries multiplies only the keys up to its last one, so smaller
@@ -246,7 +246,7 @@ fn run(
                 );
             }
             for (r, row) in scores.chunks_exact_mut(keys).enumerate() {
-                widest::softmax_causal(row, queries.position(s, a + r) + 1);
+                softmax_causal_widest(row, queries.position(s, a + r) + 1);
             }
             unsafe {
                 // Output rows = P · V: [n, keys] · [keys, hd].
@@ -313,36 +313,9 @@ impl SharedOut {
     }
 }
 
-/// [`softmax_causal`] compiled for the widest vector unit the CPU has, chosen at run time (as in
-/// `gelu.rs`; the same bits on every path: the lanes are fixed and nothing contracts to FMA).
-mod widest {
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    fn avx512(row: &mut [f32], seen: usize) {
-        super::softmax_causal(row, seen)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn avx2(row: &mut [f32], seen: usize) {
-        super::softmax_causal(row, seen)
-    }
-
-    pub fn softmax_causal(row: &mut [f32], seen: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F, detected just above.
-                return unsafe { avx512(row, seen) };
-            }
-            if std::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2, detected just above.
-                return unsafe { avx2(row, seen) };
-            }
-        }
-        super::softmax_causal(row, seen)
-    }
-}
+// [`softmax_causal`] compiled for the widest vector unit the CPU has (the same bits on every
+// path: the lanes are fixed and nothing contracts to FMA).
+crate::flex_kernel::widest!(fn softmax_causal_widest(row: &mut [f32], seen: usize) => softmax_causal);
 
 /// The softmax of a row of scores whose first `seen` keys are visible; the rest become 0.
 #[inline(always)]
@@ -490,7 +463,7 @@ mod tests {
             .collect();
         for seen in [1, 15, 16, 17, 60, 77] {
             let (mut wide, mut portable) = (row.clone(), row.clone());
-            widest::softmax_causal(&mut wide, seen); // AVX-512 or AVX2 where the CPU has them
+            softmax_causal_widest(&mut wide, seen); // AVX-512 or AVX2 where the CPU has them
             softmax_causal(&mut portable, seen);
             assert!(
                 wide.iter()

@@ -8,6 +8,8 @@
 
 use burn::tensor::{Tensor, activation};
 
+use crate::flex_kernel::exp;
+
 /// x·Φ(x), Φ the standard normal CDF: Burn's `gelu`, computed by [`gelu_f32`] on flex.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     // In the browser the flex fallback keeps Burn's GELU (no threads to spread it over).
@@ -19,24 +21,14 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 }
 
 #[cfg(not(target_family = "wasm"))]
-pub(crate) mod flex {
+mod flex {
     use super::*;
-    use burn::backend::DispatchDevice;
     use burn::tensor::{DType, TensorData};
     use rayon::prelude::*;
 
     /// f32 on flex, with or without autodiff (training takes the kernel too).
     pub fn applies<const D: usize>(x: &Tensor<D>) -> bool {
-        x.dtype() == DType::F32 && is_flex(&x.device())
-    }
-
-    /// Whether `device` is flex, or autodiff over flex.
-    pub(crate) fn is_flex(device: &burn::tensor::Device) -> bool {
-        match device.as_dispatch() {
-            DispatchDevice::Flex(_) => true,
-            DispatchDevice::Autodiff(inner) => matches!(**inner, DispatchDevice::Flex(_)),
-            _ => false,
-        }
+        x.dtype() == DType::F32 && crate::flex_kernel::is_flex(&x.device())
     }
 
     pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
@@ -65,9 +57,8 @@ pub(crate) mod flex {
     }
 }
 
-/// The element loop compiled for the widest vector unit the CPU has, chosen at run time (as
-/// gemm does): the portable build targets SSE2, 4 lanes; AVX2 has 8 and AVX-512 16. No FMA
-/// contraction happens, so every path gives the same bits.
+/// The element loop compiled for the widest vector unit the CPU has (`flex_kernel::widest!`).
+/// No FMA contraction happens, so every path gives the same bits.
 #[cfg(not(target_family = "wasm"))]
 mod widest {
     use super::{gelu_f32, gelu_grad_f32};
@@ -87,32 +78,7 @@ mod widest {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    fn avx512(y: &mut [f32], dy: Option<&mut [f32]>) {
-        portable(y, dy)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn avx2(y: &mut [f32], dy: Option<&mut [f32]>) {
-        portable(y, dy)
-    }
-
-    pub fn run(y: &mut [f32], dy: Option<&mut [f32]>) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F, detected just above.
-                return unsafe { avx512(y, dy) };
-            }
-            if std::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2, detected just above.
-                return unsafe { avx2(y, dy) };
-            }
-        }
-        portable(y, dy)
-    }
+    crate::flex_kernel::widest!(pub fn run(y: &mut [f32], dy: Option<&mut [f32]>) => portable);
 }
 
 const FRAC_1_SQRT_2PI: f32 = 0.398_942_3;
@@ -149,27 +115,6 @@ fn normal_cdf(x: f32) -> f32 {
     0.5 * if z >= 0.0 { e } else { 2.0 - e }
 }
 
-/// e^x to a few ulp (4e-7 relative, tested), branch-free (so loops over it vectorise):
-/// x = n·ln 2 + r, |r| ≤ ln 2 / 2, e^r by its Taylor polynomial, 2^n written into the exponent
-/// bits. x is clamped to [−87, 88], where 2^n stays a normal number (e^−87 ≈ 1.6e-38 stands
-/// for 0).
-#[inline(always)]
-pub(crate) fn exp(x: f32) -> f32 {
-    // Adding 1.5·2²³ rounds to an integer in the low mantissa bits; +127 is the exponent bias.
-    const SHIFT: f32 = 12_582_912.0 + 127.0;
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    let x = x.clamp(-87.0, 88.0);
-    let k = x * std::f32::consts::LOG2_E + SHIFT;
-    let n = k - SHIFT;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    let er = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    er * f32::from_bits(k.to_bits() << 23)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,20 +125,6 @@ mod tests {
     fn reference(x: f32) -> f64 {
         let x = x as f64;
         0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
-    }
-
-    #[test]
-    fn exp_matches_std_to_a_few_ulp() {
-        let mut x = -87.0f32;
-        while x < 88.0 {
-            let (ours, std) = (exp(x), x.exp());
-            assert!(
-                ((ours - std) / std).abs() < 4e-7,
-                "exp({x}) = {ours}, std {std}"
-            );
-            x += 0.0137;
-        }
-        assert!(exp(-1e4) < 1e-37 && exp(-1e4) >= 0.0);
     }
 
     proptest! {

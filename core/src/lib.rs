@@ -15,6 +15,7 @@ pub mod error;
 #[cfg(not(target_family = "wasm"))]
 pub mod export;
 pub mod ffn;
+mod flex_kernel;
 #[cfg(not(target_family = "wasm"))]
 pub mod fused_attention;
 pub mod gate;
