@@ -4,6 +4,11 @@
 //! In sparse mode a token whose router says p_l > 0.5 only computes its keys and values at block
 //! l+1 (later tokens attend to them) and skips the rest of the block: at batch 1 that is real
 //! skipped work with no gather/scatter at all.
+//!
+//! The prompt, and the recent half of the context each time the context fills, go through the
+//! blocks in one forward pass (a prefill) rather than one token at a time: a [n, d] matrix
+//! product instead of n vector products, and no host read per token. A halted token's update is
+//! masked there (the same values as skipping it: its state unchanged, its K/V cached).
 
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::RngExt;
@@ -50,15 +55,14 @@ pub async fn generate(
     {
         return Err(TsaError::UnknownToken(bad));
     }
-    let skips = match exec {
-        Execution::Soft | Execution::Hard(_) => false,
-        Execution::Sparse(_) => true,
+    match exec {
+        Execution::Soft | Execution::Hard(_) | Execution::Sparse(_) => {}
         other => {
             return Err(TsaError::InvalidConfig(format!(
                 "generation runs Soft, Hard or Sparse, not {other:?}"
             )));
         }
-    };
+    }
     let mut history: Vec<u32> = prompt.to_vec();
     let mut caches = vec![KvCache::default(); model.blocks.len()];
     let mut out = Generation::default();
@@ -66,19 +70,22 @@ pub async fn generate(
     // Prefill all but the last prompt token; each step feeds one token and predicts the next.
     let keep = model.config.context;
     let start = history.len().saturating_sub(keep);
-    for &t in &history[start..history.len() - 1] {
-        token_step(model, t, &mut caches, exec, skips).await?;
-    }
+    prefill(model, &history[start..history.len() - 1], &mut caches, exec).await?;
     for _ in 0..n {
         if caches[0].len() >= keep {
             caches = vec![KvCache::default(); model.blocks.len()];
             let recent = history.len().saturating_sub(keep / 2);
-            for &t in &history[recent..history.len() - 1] {
-                token_step(model, t, &mut caches, exec, skips).await?;
-            }
+            prefill(
+                model,
+                &history[recent..history.len() - 1],
+                &mut caches,
+                exec,
+            )
+            .await?;
         }
         let last = history[history.len() - 1];
-        let (logits, p) = token_step(model, last, &mut caches, exec, skips).await?;
+        let (h, p) = feed(model, &[last], &mut caches, exec, true).await?;
+        let logits = read::floats(model.logits(h)).await?;
         let next = sample(&logits, temperature, rng);
         for &pl in &p {
             active += match exec {
@@ -99,29 +106,45 @@ pub async fn generate(
     Ok(out)
 }
 
-/// Feeds one token at the next position: its next-token logits and halting probabilities.
-/// The gates are the forward pass's (`Sparse` asks for the masked rule, and a halted token
-/// then skips its block, keeping only its K/V); routers read back once each.
-async fn token_step(
+/// The prompt, or the recent half of the context after a roll-over, in one pass (none: nothing).
+async fn prefill(
     model: &TsaModel,
-    token: u32,
+    tokens: &[u32],
     caches: &mut [KvCache],
     exec: Execution,
-    skips: bool,
-) -> Result<(Vec<f32>, Vec<f32>)> {
-    let device = model.device();
-    let x = Tensor::<2, Int>::from_data(TensorData::new(vec![token as i32], [1, 1]), &device);
+) -> Result<()> {
+    if !tokens.is_empty() {
+        feed(model, tokens, caches, exec, false).await?;
+    }
+    Ok(())
+}
+
+/// Feeds `tokens` (at least one) at the next positions through every block, appending to the caches; returns
+/// the final state [1, n, d]. With `step` (one token, the sampling step) each router's p is read
+/// back as it is computed and returned, and in sparse mode a halted token then skips its block
+/// but for its K/V. Without (a prefill), nothing is read back and sparse runs as masking.
+async fn feed(
+    model: &TsaModel,
+    tokens: &[u32],
+    caches: &mut [KvCache],
+    exec: Execution,
+    step: bool,
+) -> Result<(Tensor<3>, Vec<f32>)> {
+    debug_assert!(!tokens.is_empty() && (!step || tokens.len() == 1));
+    let mut halting = Vec::new();
+    let ids = tokens.iter().map(|&t| t as i32).collect::<Vec<_>>();
+    let x = Tensor::<2, Int>::from_data(TensorData::new(ids, [1, tokens.len()]), &model.device());
     let pos = caches[0].len();
     let mut h = model.blocks[0].forward(model.embed(x, pos), &Gate::Open, Some(&mut caches[0]));
+    let skips = step && matches!(exec, Execution::Sparse(_));
     let exec = match exec {
         Execution::Sparse(scale) => Execution::Hard(scale),
         other => other,
     };
     let mut trace = Trace::new(model.config.routing, exec);
-    let mut halting = Vec::new();
     for l in 0..model.config.n_routers() {
         let mut gate = model.gate(l, &h, exec, &mut trace);
-        if let Some(p) = trace.halting.get(l) {
+        if let (true, Some(p)) = (step, trace.halting.get(l)) {
             let p = read::floats(p.clone()).await?[0];
             halting.push(p);
             if skips && p as f64 > HALT_THRESHOLD {
@@ -130,7 +153,7 @@ async fn token_step(
         }
         h = model.blocks[l + 1].forward(h, &gate, Some(&mut caches[l + 1]));
     }
-    Ok((read::floats(model.logits(h)).await?, halting))
+    Ok((h, halting))
 }
 
 fn sample(logits: &[f32], temperature: f64, rng: &mut StdRng) -> u32 {
