@@ -84,8 +84,7 @@ pub async fn generate(
             .await?;
         }
         let last = history[history.len() - 1];
-        let (h, p) = feed(model, &[last], &mut caches, exec, true).await?;
-        let logits = read::floats(model.logits(h)).await?;
+        let (logits, p) = step(model, last, &mut caches, exec).await?;
         let next = sample(&logits, temperature, rng);
         for &pl in &p {
             active += match exec {
@@ -119,19 +118,48 @@ async fn prefill(
     Ok(())
 }
 
-/// Feeds `tokens` (at least one) at the next positions through every block, appending to the caches; returns
-/// the final state [1, n, d]. With `step` (one token, the sampling step) each router's p is read
-/// back as it is computed and returned, and in sparse mode a halted token then skips its block
-/// but for its K/V. Without (a prefill), nothing is read back and sparse runs as masking.
+/// One sampling step: `token` at the next position; its next-token logits and each router's p.
+/// A sparse step reads every p back as it is computed (the host decides whether the token skips
+/// the next block); otherwise the logits and every p come back in one read (on a GPU, one
+/// synchronisation per token instead of one per router and one more).
+async fn step(
+    model: &TsaModel,
+    token: u32,
+    caches: &mut [KvCache],
+    exec: Execution,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let (h, halting) = feed(model, &[token], caches, exec, true).await?;
+    let logits = model.logits(h).reshape([1, model.config.vocab_size]);
+    match halting {
+        Halting::Read(p) => Ok((read::floats(logits).await?, p)),
+        Halting::OnDevice(p) => {
+            let mut all = read::floats(Tensor::cat([vec![logits], p].concat(), 1)).await?;
+            let p = all.split_off(model.config.vocab_size - 1);
+            Ok((all, p))
+        }
+    }
+}
+
+/// The routers' halting probabilities for the tokens fed, per router.
+enum Halting {
+    /// Read back as they were computed (a sparse step).
+    Read(Vec<f32>),
+    /// Still on the device, [1, n] each.
+    OnDevice(Vec<Tensor<2>>),
+}
+
+/// Feeds `tokens` (at least one) at the next positions through every block, appending to the
+/// caches; returns the final state [1, n, d] and the routers' p. With `step` in sparse mode (one
+/// token) each p is read back as it is computed and a halted token skips its block but for its
+/// K/V; otherwise (soft, masked, or a prefill) sparse runs as masking and nothing is read back.
 async fn feed(
     model: &TsaModel,
     tokens: &[u32],
     caches: &mut [KvCache],
     exec: Execution,
     step: bool,
-) -> Result<(Tensor<3>, Vec<f32>)> {
+) -> Result<(Tensor<3>, Halting)> {
     debug_assert!(!tokens.is_empty() && (!step || tokens.len() == 1));
-    let mut halting = Vec::new();
     let ids = tokens.iter().map(|&t| t as i32).collect::<Vec<_>>();
     let x = Tensor::<2, Int>::from_data(TensorData::new(ids, [1, tokens.len()]), &model.device());
     let pos = caches[0].len();
@@ -142,17 +170,22 @@ async fn feed(
         other => other,
     };
     let mut trace = Trace::new(model.config.routing, exec);
+    let mut read_back = Vec::new();
     for l in 0..model.config.n_routers() {
         let mut gate = model.gate(l, &h, exec, &mut trace);
-        if let (true, Some(p)) = (step, trace.halting.get(l)) {
+        if let (true, Some(p)) = (skips, trace.halting.get(l)) {
             let p = read::floats(p.clone()).await?[0];
-            halting.push(p);
-            if skips && p as f64 > HALT_THRESHOLD {
+            read_back.push(p);
+            if p as f64 > HALT_THRESHOLD {
                 gate = Gate::Skip;
             }
         }
         h = model.blocks[l + 1].forward(h, &gate, Some(&mut caches[l + 1]));
     }
+    let halting = match skips {
+        true => Halting::Read(read_back),
+        false => Halting::OnDevice(trace.halting),
+    };
     Ok((h, halting))
 }
 
