@@ -134,7 +134,7 @@ async fn step(
         Halting::Read(p) => Ok((read::floats(logits).await?, p)),
         Halting::OnDevice(p) => {
             let mut all = read::floats(Tensor::cat([vec![logits], p].concat(), 1)).await?;
-            let p = all.split_off(model.config.vocab_size - 1);
+            let p = all.split_off(model.config.vocab_size);
             Ok((all, p))
         }
     }

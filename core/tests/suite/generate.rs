@@ -59,6 +59,25 @@ fn check_against_full_forward(prompt: &[u32], n: usize) -> Vec<f64> {
             greedy_full(&m, prompt, n, Execution::Soft),
             "{routing:?} soft"
         );
+        assert_eq!(
+            soft.halting.len(),
+            n,
+            "{routing:?}: one entry per generated token"
+        );
+        let ps: Vec<f32> = soft.halting.iter().flatten().copied().collect();
+        assert!(
+            ps.iter().all(|p| (0.0..=1.0).contains(p)),
+            "{routing:?}: p {ps:?}"
+        );
+        let soft_alpha = match ps.is_empty() {
+            true => 1.0,
+            false => ps.iter().map(|&p| 1.0 - p as f64).sum::<f64>() / ps.len() as f64,
+        };
+        assert!(
+            (soft.alpha - soft_alpha).abs() < 1e-9,
+            "{routing:?}: soft α {}",
+            soft.alpha
+        );
         let sparse_exec = Execution::Sparse(KeepScale::OneMinusP);
         let sparse = block_on(generate(&m, prompt, n, 0.0, sparse_exec, &mut rng)).unwrap();
         assert_eq!(
