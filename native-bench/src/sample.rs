@@ -61,37 +61,30 @@ pub fn main(args: &SampleArgs) -> Result<()> {
         args.chars,
         args.prompt
     );
-    let exec = |sparse: bool| match sparse {
-        true => Execution::Sparse(model.config.routing.keep_scale()),
-        false => Execution::Soft,
-    };
-    // Untimed, both modes first: on a GPU each new shape compiles (and autotunes) its kernels on
-    // first use, which would otherwise be billed to whichever mode ran first. A context's worth
-    // and one more sees every cache length and a roll-over.
-    for sparse in [false, true] {
+    let run = |sparse: bool, n: usize| {
+        let exec = match sparse {
+            true => Execution::Sparse(model.config.routing.keep_scale()),
+            false => Execution::Soft,
+        };
         let mut rng = StdRng::seed_from_u64(args.seed);
-        let n = model.config.context + 1;
         block_on(generate(
             &model,
             &prompt,
             n,
             args.temperature,
-            exec(sparse),
-            &mut rng,
-        ))?;
-    }
-    for sparse in [false, true] {
-        let exec = exec(sparse);
-        let mut rng = StdRng::seed_from_u64(args.seed);
-        let t0 = Instant::now();
-        let g = block_on(generate(
-            &model,
-            &prompt,
-            args.chars,
-            args.temperature,
             exec,
             &mut rng,
-        ))?;
+        ))
+    };
+    // Untimed, both modes first: on a GPU each new shape compiles (and autotunes) its kernels on
+    // first use, which would otherwise be billed to whichever mode ran first. A context's worth
+    // and one more sees every cache length and a roll-over.
+    for sparse in [false, true] {
+        run(sparse, model.config.context + 1)?;
+    }
+    for sparse in [false, true] {
+        let t0 = Instant::now();
+        let g = run(sparse, args.chars)?;
         let secs = t0.elapsed().as_secs_f64();
         let text = tok.decode(&g.tokens)?;
         let painted: String = text
