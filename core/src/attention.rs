@@ -7,7 +7,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::activation::softmax;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, Device, Tensor};
+use burn::tensor::{Bool, Device, Tensor, TensorData};
 
 use crate::config::TsaConfig;
 use crate::init::{self, Bias};
@@ -24,31 +24,93 @@ pub struct CausalSelfAttention {
     pub dropout: Dropout,
 }
 
-/// Keys and values of the tokens seen so far, [B, H, t, d_h] each (generation).
-#[derive(Debug, Clone, Default)]
+/// Keys and values of the tokens seen so far (generation), in buffers [B, H, C, d_h] of a fixed
+/// capacity C: every step has the same shapes, so a cubecl device (wgpu, CUDA, the browser's
+/// WebGPU) compiles its kernels once rather than once per cache length (a cache grown by
+/// concatenation cost ~16 s of compilation over a context's worth of tokens on lavapipe). A step
+/// attends over the whole buffers and masks the positions not yet written.
+#[derive(Debug, Clone)]
 pub struct KvCache {
+    capacity: usize,
+    len: usize,
     kv: Option<(Tensor<4>, Tensor<4>)>,
 }
 
 impl KvCache {
-    /// Appends the new tokens' `k`, `v` and returns every token's.
-    fn append(&mut self, k: Tensor<4>, v: Tensor<4>) -> (Tensor<4>, Tensor<4>) {
-        let (k, v) = match self.kv.take() {
-            Some((ck, cv)) => (Tensor::cat(vec![ck, k], 2), Tensor::cat(vec![cv, v], 2)),
-            None => (k, v),
-        };
-        self.kv = Some((k.clone(), v.clone()));
-        (k, v)
+    /// An empty cache for up to `capacity` tokens (the model's context); the buffers are
+    /// allocated on first use, on the device and with the shape of the keys they receive.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            len: 0,
+            kv: None,
+        }
+    }
+
+    /// Writes the new tokens' `k`, `v` [B, H, n, d_h] after the cached ones; returns the
+    /// buffers.
+    ///
+    /// Panics past the capacity: the caller (`generate`) rolls the cache over before that.
+    fn write(&mut self, k: Tensor<4>, v: Tensor<4>) -> (Tensor<4>, Tensor<4>) {
+        let [b, h, n, hd] = k.dims();
+        let (start, c) = (self.len, self.capacity);
+        assert!(
+            start + n <= c,
+            "a KV cache of capacity {c} holds {start} tokens and cannot take {n} more"
+        );
+        let (ck, cv) = self.kv.take().unwrap_or_else(|| {
+            let zeros = || Tensor::zeros([b, h, c, hd], &k.device());
+            (zeros(), zeros())
+        });
+        let at = [0..b, 0..h, start..start + n, 0..hd];
+        let (ck, cv) = (ck.slice_assign(at.clone(), k), cv.slice_assign(at, v));
+        self.kv = Some((ck.clone(), cv.clone()));
+        self.len += n;
+        (ck, cv)
+    }
+
+    /// What the last `n` tokens written attend to in the buffers `k`, `v`: all of them, with the
+    /// mask [B, H, n, C] (true: not visible) that hides from the i-th of them the positions after
+    /// its own — the same shapes at every generation step. A prefill (n > 1: the prompt, or the recent half of
+    /// the context after a roll-over) on a device that computes masked scores (flex) attends to
+    /// the positions written only, under the causal mask: fewer scores, and on flex a shape
+    /// costs nothing.
+    fn visible(&self, k: Tensor<4>, v: Tensor<4>, n: usize) -> Visible {
+        let ([b, h, c, _], device) = (k.dims(), k.device());
+        if n > 1 && computes_masked_scores(&device) {
+            return Visible::Causal(k.narrow(2, 0, self.len), v.narrow(2, 0, self.len));
+        }
+        // The same rows for every sequence and head: a full-shape mask, as broadcasting one is
+        // not taken by every backend's kernel.
+        let mut rows = vec![true; n * c];
+        for (i, row) in rows.chunks_mut(c).enumerate() {
+            row[..=self.len - n + i].fill(false);
+        }
+        let mask = TensorData::new(rows.repeat(b * h), [b, h, n, c]);
+        Visible::Masked(k, v, Tensor::from_data(mask, &device))
     }
 
     /// Tokens cached.
     pub fn len(&self) -> usize {
-        self.kv.as_ref().map_or(0, |(k, _)| k.dims()[2])
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
+
+    /// Forgets every token, keeping the buffers (the mask hides what is left in them).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+/// What new tokens attend to in a [`KvCache`] (`KvCache::visible`).
+enum Visible {
+    /// Keys and values [B, H, S, d_h] whose last n are the new tokens'.
+    Causal(Tensor<4>, Tensor<4>),
+    /// The whole buffers and the mask of the positions each new token must not see.
+    Masked(Tensor<4>, Tensor<4>, Tensor<4, Bool>),
 }
 
 impl CausalSelfAttention {
@@ -75,11 +137,15 @@ impl CausalSelfAttention {
         let q = self.heads(qkv.clone().narrow(2, 0, d));
         let k = self.heads(qkv.clone().narrow(2, d, d));
         let v = self.heads(qkv.narrow(2, 2 * d, d));
-        let (k, v) = match cache {
-            Some(cache) => cache.append(k, v),
-            None => (k, v),
-        };
-        let y = if self.dropout.prob > 0.0 && q.device().is_autodiff() {
+        let y = if let Some(cache) = cache {
+            let (k, v) = cache.write(k, v);
+            match cache.visible(k, v, t) {
+                Visible::Causal(k, v) => causal_attention(q, k, v),
+                Visible::Masked(k, v, hidden) => {
+                    attention(q, k, v, Some(hidden), None, Default::default())
+                }
+            }
+        } else if self.dropout.prob > 0.0 && q.device().is_autodiff() {
             self.causal_attention_dropout(q, k, v)
         } else {
             causal_attention(q, k, v)
@@ -94,7 +160,7 @@ impl CausalSelfAttention {
     pub fn cache_kv(&self, x: Tensor<3>, cache: &mut KvCache) {
         let d = x.dims()[2];
         let qkv = self.qkv.forward(x);
-        cache.append(
+        cache.write(
             self.heads(qkv.clone().narrow(2, d, d)),
             self.heads(qkv.narrow(2, 2 * d, d)),
         );
@@ -154,8 +220,8 @@ fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
 /// Flex computes every score of the rows it is given, the masked half included, so long
 /// sequences go per query range: the queries [lo, hi) need only the keys before query hi. Burn's
 /// causal mask is aligned bottom-right for a non-square score matrix (flex, the composed
-/// fallback and cubek's kernels alike: query i of n sees keys ≤ i + s − n), which is also what
-/// makes a cache work: the T new queries are the last T of the S keys.
+/// fallback and cubek's kernels alike: query i of n sees keys ≤ i + s − n): the T queries are
+/// the last T of the S keys.
 pub fn causal_attention_in_ranges(
     q: Tensor<4>,
     k: Tensor<4>,

@@ -32,8 +32,8 @@ pub struct Generation {
 }
 
 /// Appends `n` sampled tokens to `prompt` (temperature 0: greedy), one token at a time with a
-/// KV cache per block. When the context fills, the caches are rebuilt from the most recent
-/// half of it. `exec` is `Soft` (the training gates without noise), `Hard(scale)` (the
+/// KV cache per block (of the context's capacity). When the context fills, the caches are
+/// rebuilt from the most recent half of it. `exec` is `Soft` (the training gates without noise), `Hard(scale)` (the
 /// inference rule by masking) or `Sparse(scale)` (the same rule, a halted token only
 /// computes its K/V: real skipped work at batch 1); other executions are refused.
 pub async fn generate(
@@ -64,16 +64,16 @@ pub async fn generate(
         }
     }
     let mut history: Vec<u32> = prompt.to_vec();
-    let mut caches = vec![KvCache::default(); model.blocks.len()];
+    let keep = model.config.context;
+    let mut caches = vec![KvCache::new(keep); model.blocks.len()];
     let mut out = Generation::default();
     let (mut active, mut decisions) = (0.0, 0usize);
     // Prefill all but the last prompt token; each step feeds one token and predicts the next.
-    let keep = model.config.context;
     let start = history.len().saturating_sub(keep);
     prefill(model, &history[start..history.len() - 1], &mut caches, exec).await?;
     for _ in 0..n {
         if caches[0].len() >= keep {
-            caches = vec![KvCache::default(); model.blocks.len()];
+            caches.iter_mut().for_each(KvCache::clear);
             let recent = history.len().saturating_sub(keep / 2);
             prefill(
                 model,

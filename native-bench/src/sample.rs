@@ -46,6 +46,13 @@ fn paint(ch: char, active: f32, colour: bool) -> String {
     format!("\x1b[48;2;{r};{g};60m\x1b[38;2;255;255;255m{shown}\x1b[0m")
 }
 
+fn mode(sparse: bool) -> &'static str {
+    match sparse {
+        true => "sparse-TSA",
+        false => "soft (all blocks)",
+    }
+}
+
 pub fn main(args: &SampleArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
     let (model, meta) = load_checkpoint(&args.checkpoint, &chosen.device)?;
@@ -79,9 +86,18 @@ pub fn main(args: &SampleArgs) -> Result<()> {
     // Untimed, both modes first: on a GPU each new shape compiles (and autotunes) its kernels on
     // first use, which would otherwise be billed to whichever mode ran first. A context's worth
     // and one more sees every cache length and a roll-over.
+    // Its time is shown: what a first generation costs on this device.
     for sparse in [false, true] {
+        let t0 = Instant::now();
         run(sparse, model.config.context + 1)?;
+        println!(
+            "warm-up, {}: {} tokens in {:.2} s",
+            mode(sparse),
+            model.config.context + 1,
+            t0.elapsed().as_secs_f64()
+        );
     }
+    println!();
     for sparse in [false, true] {
         let t0 = Instant::now();
         let g = run(sparse, args.chars)?;
@@ -115,11 +131,7 @@ pub fn main(args: &SampleArgs) -> Result<()> {
         };
         println!(
             "── {} ({:.1} tokens/s, α {:.3})\n{}{}\n",
-            if sparse {
-                "sparse-TSA"
-            } else {
-                "soft (all blocks)"
-            },
+            mode(sparse),
             args.chars as f64 / secs,
             g.alpha,
             args.prompt,

@@ -297,8 +297,8 @@ async function executableSession(browser, base) {
   await page.close();
 }
 
-// The same app on the WebGPU adapter (SwiftShader here: slow, so a very small run), then the
-// device is destroyed mid-run: training pauses, the page offers the CPU, and continuing there
+// The same app on the WebGPU adapter (SwiftShader here: slow, so a very small run), generating
+// soft then sparse, then the device is destroyed mid-run: training pauses, the page offers the CPU, and continuing there
 // resumes from the last evaluation's snapshot.
 async function webgpuSession(browser, base) {
   const context = await browser.newContext();
@@ -318,6 +318,27 @@ async function webgpuSession(browser, base) {
   console.log(`WebGPU: ${steps} steps in ${((Date.now() - started) / 1000).toFixed(1)} s, ` +
     `loss ${await num(page, 'loss')}, alpha ${await num(page, 'alpha')}`);
   assert.ok(Number.isFinite(await num(page, 'loss')));
+
+  // Generation on WebGPU, paused: the first one compiles its kernels (the KV cache keeps one
+  // shape, so the steps compile once, not once per cache length); the next ones reuse them.
+  await page.getByTestId('train-pause').click();
+  for (const [run, button] of [['first', 'generate'], ['again', 'generate'], ['sparse', 'generate-sparse']]) {
+    const summary = page.getByTestId('generation-summary');
+    const shown = () => document.querySelector('[data-testid=generation]')?.textContent ?? '';
+    const before = await page.evaluate(shown);
+    const t0 = Date.now();
+    await page.getByTestId(button).click();
+    // Done when the text changes: a generation replaces the last one (200 sampled characters).
+    await page.waitForFunction(([b]) => {
+      const err = document.querySelector('[data-testid=error]');
+      if (err) throw new Error('error banner: ' + err.textContent);
+      const text = document.querySelector('[data-testid=generation]')?.textContent ?? '';
+      return text !== b && document.querySelectorAll('[data-testid=generation] [data-testid=token]').length >= 200;
+    }, [before], { timeout: 300_000, polling: 100 });
+    console.log(`WebGPU generation, ${run} (${await summary.textContent()}): 200 characters in ` +
+      `${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  }
+  await page.getByTestId('train-pause').click(); // Resume
 
   // The model lives in the training worker: catch the GPUDevice there as it records its next
   // commands, and lose it on purpose.

@@ -271,13 +271,23 @@ fn attention_over_a_cache_equals_attention_over_the_whole_sequence() {
         &device,
     );
     let whole = att.forward(x.clone(), None);
-    let mut cache = KvCache::default();
+    let mut cache = KvCache::new(t);
     let parts = [(0, 4), (4, 8), (8, 9)]
         .map(|(lo, hi)| att.forward(x.clone().narrow(1, lo, hi - lo), Some(&mut cache)));
     assert_eq!(cache.len(), t);
     let cached = Tensor::cat(parts.to_vec(), 1);
-    let diff = max_abs_diff(&floats(cached), &floats(whole));
+    let diff = max_abs_diff(&floats(cached), &floats(whole.clone()));
     assert!(diff < 1e-5, "cached attention differs by {diff}");
+    // Cleared, the cache keeps its buffers and their stale keys: they must stay invisible.
+    cache.clear();
+    let again = att.forward(x.clone().narrow(1, 0, 5), Some(&mut cache));
+    let diff = max_abs_diff(&floats(again), &floats(whole.narrow(1, 0, 5)));
+    assert!(diff < 1e-5, "a cleared cache shows stale keys: {diff}");
+    // A capacity larger than the tokens cached: the positions never written stay hidden.
+    let mut roomy = KvCache::new(3 * t);
+    let first = att.forward(x.clone(), Some(&mut roomy));
+    let diff = max_abs_diff(&floats(first), &floats(att.forward(x.clone(), None)));
+    assert!(diff < 1e-5, "unwritten cache positions are seen: {diff}");
 
     let qkv = |n: usize| {
         Tensor::<4>::random(
