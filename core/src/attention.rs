@@ -78,7 +78,8 @@ impl KvCache {
     fn visible(&self, k: Tensor<4>, v: Tensor<4>, n: usize) -> Visible {
         let ([b, h, c, _], device) = (k.dims(), k.device());
         if n > 1 && computes_masked_scores(&device) {
-            return Visible::Causal(k.narrow(2, 0, self.len), v.narrow(2, 0, self.len));
+            let (k, v) = (k.narrow(2, 0, self.len), v.narrow(2, 0, self.len));
+            return Visible { k, v, hidden: None };
         }
         // The same rows for every sequence and head: a full-shape mask, as broadcasting one is
         // not taken by every backend's kernel.
@@ -87,7 +88,8 @@ impl KvCache {
             row[..=self.len - n + i].fill(false);
         }
         let mask = TensorData::new(rows.repeat(b * h), [b, h, n, c]);
-        Visible::Masked(k, v, Tensor::from_data(mask, &device))
+        let hidden = Some(Tensor::from_data(mask, &device));
+        Visible { k, v, hidden }
     }
 
     /// Tokens cached.
@@ -105,12 +107,13 @@ impl KvCache {
     }
 }
 
-/// What new tokens attend to in a [`KvCache`] (`KvCache::visible`).
-enum Visible {
-    /// Keys and values [B, H, S, d_h] whose last n are the new tokens'.
-    Causal(Tensor<4>, Tensor<4>),
-    /// The whole buffers and the mask of the positions each new token must not see.
-    Masked(Tensor<4>, Tensor<4>, Tensor<4, Bool>),
+/// What new tokens attend to in a [`KvCache`] (`KvCache::visible`): keys and values
+/// [B, H, S, d_h], and the mask of the positions each must not see — or none: the new tokens are
+/// the last of the S (the causal mask).
+struct Visible {
+    k: Tensor<4>,
+    v: Tensor<4>,
+    hidden: Option<Tensor<4, Bool>>,
 }
 
 impl CausalSelfAttention {
@@ -140,10 +143,8 @@ impl CausalSelfAttention {
         let y = if let Some(cache) = cache {
             let (k, v) = cache.write(k, v);
             match cache.visible(k, v, t) {
-                Visible::Causal(k, v) => causal_attention(q, k, v),
-                Visible::Masked(k, v, hidden) => {
-                    attention(q, k, v, Some(hidden), None, Default::default())
-                }
+                Visible { k, v, hidden: None } => causal_attention(q, k, v),
+                Visible { k, v, hidden } => attention(q, k, v, hidden, None, Default::default()),
             }
         } else if self.dropout.prob > 0.0 && q.device().is_autodiff() {
             self.causal_attention_dropout(q, k, v)

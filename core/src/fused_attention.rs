@@ -108,7 +108,7 @@ pub fn causal_attention_kept(
 
 fn check_heads(d: usize, n_heads: usize) {
     assert!(
-        n_heads > 0 && d > 0 && d % n_heads == 0,
+        n_heads > 0 && d > 0 && d.is_multiple_of(n_heads),
         "width {d} is not a multiple of {n_heads} heads"
     );
 }

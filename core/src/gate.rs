@@ -3,6 +3,8 @@
 
 use burn::tensor::{Int, Tensor};
 
+// One gate per routed block and forward pass: its size does not matter, boxing would only obscure.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Gate {
     /// g = 1: the stem, the dense baseline, and early exit in training.

@@ -169,7 +169,7 @@ impl TsaModel {
                     Sparse(_) | SparseQueries(_) if sparse::on_device(&h.device()) => {
                         Gate::Compacted {
                             queries: matches!(exec, SparseQueries(_))
-                                && self.config.d_model <= sparse::ON_DEVICE_MAX_WIDTH,
+                                && sparse::queries_on_device(self.config.d_model),
                             scale: scale.unsqueeze_dim(2),
                         }
                     }

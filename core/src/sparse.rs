@@ -141,12 +141,17 @@ pub fn add_ffn_kept(h: Tensor<3>, ffn: &Ffn, x: Tensor<3>, scale: Tensor<3>) -> 
     h + scale * ffn.forward(x)
 }
 
-/// Widest model whose extended mode (query rows) runs on the device; wider ones run every query
-/// and mask, as `Execution::Sparse` does.
+/// Whether a model of width `d` runs the extended mode's query rows on the device (up to the
+/// kernels' widest; none in the browser); wider ones run every query and mask, as
+/// `Execution::Sparse` does.
 #[cfg(not(target_family = "wasm"))]
-pub const ON_DEVICE_MAX_WIDTH: usize = tsa_shaders::MAX_WIDTH;
+pub fn queries_on_device(d: usize) -> bool {
+    d <= tsa_shaders::MAX_WIDTH
+}
 #[cfg(target_family = "wasm")]
-pub const ON_DEVICE_MAX_WIDTH: usize = 0;
+pub fn queries_on_device(_d: usize) -> bool {
+    false
+}
 
 /// `h + scale ⊙ attn(x)` for [B, T, ·] tensors, only the tokens with `scale > 0` running their
 /// query rows (Q, scores, output projection; every token's K and V are computed, later tokens
@@ -160,7 +165,7 @@ pub fn add_attention_kept(
 ) -> Tensor<3> {
     let [b, t, d] = x.dims();
     #[cfg(not(target_family = "wasm"))]
-    if tsa_shaders::available(&h.device()) && d <= ON_DEVICE_MAX_WIDTH && attn.proj.bias.is_none() {
+    if tsa_shaders::available(&h.device()) && queries_on_device(d) && attn.proj.bias.is_none() {
         let w = attn.qkv.weight.val(); // [d, 3d]: Q | K | V columns, no bias
         let kv = x
             .clone()

@@ -29,6 +29,8 @@ struct Cli {
     throughput: throughput::ThroughputArgs,
 }
 
+// Parsed once per run: the training arguments' size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Forward-pass throughput of dense, soft- and sparse-TSA (the default).

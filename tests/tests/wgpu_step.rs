@@ -21,8 +21,8 @@ fn two_steps(device: &Device) -> (f32, f32) {
         .with_seed(3);
     let mut trainer = Trainer::new(&micro(), train, device).expect("trainer");
     let dev = trainer.model.device();
-    let x: Vec<i32> = (0..16).map(|i| (i * 5 % 16) as i32).collect();
-    let y: Vec<i32> = (0..16).map(|i| ((i * 5 + 1) % 16) as i32).collect();
+    let x: Vec<i32> = (0..16).map(|i| i * 5 % 16).collect();
+    let y: Vec<i32> = (0..16).map(|i| (i * 5 + 1) % 16).collect();
     let batch = Batch::new(x, y, None, 8, &dev);
     let a = block_on(trainer.step(&batch)).expect("step 1");
     let b = block_on(trainer.step(&batch)).expect("step 2");
