@@ -136,6 +136,16 @@ impl Routing {
         matches!(self, Routing::Tsa { .. } | Routing::MixtureOfDepths { .. })
     }
 
+    /// Whether its training gate halts tokens outright (a gate of exactly 0), so that they can
+    /// skip work in training too (`TrainConfig::skip_halted`): TSA's hard gates and MoD.
+    pub fn gates_hard_in_training(&self) -> bool {
+        match self {
+            Routing::Tsa { gate, .. } => *gate != TsaGate::Soft,
+            Routing::MixtureOfDepths { .. } => true,
+            Routing::Dense | Routing::EarlyExit => false,
+        }
+    }
+
     /// How sparse inference scales kept tokens for this variant (what its training saw).
     pub fn keep_scale(&self) -> KeepScale {
         match self {

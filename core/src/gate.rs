@@ -3,6 +3,8 @@
 
 use burn::tensor::{Int, Tensor};
 
+use crate::sparse;
+
 // One gate per routed block and forward pass: its size does not matter, boxing would only obscure.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
@@ -32,4 +34,20 @@ pub enum Gate {
     /// The token skips the block (sparse generation, one token at a time): it only appends its
     /// keys and values to the block's cache, for the tokens after it.
     Skip,
+}
+
+impl Gate {
+    /// The gate whose values are `g` [B, T]. With `skip_halted` (training only), the tokens where
+    /// g is exactly 0 — a hard gate's halted tokens, MoD's unchosen ones — skip the FFN for real
+    /// (gathered rows, as in sparse inference: a host read of the mask per block, so a CPU
+    /// option). The forward values are unchanged, since their update was multiplied by 0; what
+    /// changes is the gradient: g no longer learns through the FFN update those tokens skipped
+    /// (for MoD that term was 0 already; for TSA's straight-through gates it is dropped, and
+    /// their routers learn from the attention update and the compute target alone there).
+    pub fn from_values(g: Tensor<2>, skip_halted: bool) -> Gate {
+        match skip_halted {
+            true => sparse::hard_gate(g.clone().greater_elem(0.0), g, false),
+            false => Gate::Soft(g.unsqueeze_dim(2)),
+        }
+    }
 }

@@ -22,7 +22,9 @@ pub enum Execution {
     /// The training forward pass: the variant's training gate (soft 1 − p, straight-through or
     /// Gumbel for TSA, top-k for MoD), with noise and dropout; `progress` ∈ [0, 1] is how far
     /// through the schedule training is (the Gumbel gate anneals its temperature with it).
-    Train { progress: f64 },
+    /// With `skip_halted`, tokens whose gate is exactly 0 (a hard gate's halted tokens) skip the
+    /// FFN for real, as in `Sparse` ([`Gate::from_values`]).
+    Train { progress: f64, skip_halted: bool },
     /// The training gate without noise: validation loss and soft α are measured this way.
     Soft,
     /// The inference rule (TSA and MoD: a token runs block l+1 when p_l ≤ 0.5) by masking: every
@@ -51,9 +53,20 @@ impl Execution {
     /// How far through training the pass is (`Train` only): the Gumbel gate's schedule.
     pub fn progress(self) -> Option<f64> {
         match self {
-            Execution::Train { progress } => Some(progress),
+            Execution::Train { progress, .. } => Some(progress),
             _ => None,
         }
+    }
+
+    /// Whether halted tokens skip the FFN in this (training) pass.
+    pub fn skips_halted(self) -> bool {
+        matches!(
+            self,
+            Execution::Train {
+                skip_halted: true,
+                ..
+            }
+        )
     }
 }
 
@@ -181,7 +194,7 @@ impl TsaModel {
                 let p = sigmoid(z.clone());
                 let g = routing::tsa_gate(gate, z, p.clone(), exec.progress());
                 trace.record(p, g.clone());
-                Gate::Soft(g.unsqueeze_dim(2))
+                Gate::from_values(g, exec.skips_halted())
             }
             (Routing::MixtureOfDepths { capacity }, _) => {
                 let p = self.routers[l].forward(h.clone());
@@ -190,7 +203,7 @@ impl TsaModel {
                 let chosen = routing::top_k_mask(w.clone().detach(), k);
                 trace.add_router_aux(binary_cross_entropy(w.clone(), chosen.clone()));
                 trace.record(p, chosen.clone());
-                Gate::Soft((chosen * w).unsqueeze_dim(2))
+                Gate::from_values(chosen * w, exec.skips_halted())
             }
         }
     }

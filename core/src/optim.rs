@@ -45,6 +45,12 @@ pub struct TrainConfig {
     /// while the blocks need that small rate.
     #[config(default = 1.0)]
     pub router_lr_scale: f64,
+    /// Tokens a hard training gate halts (straight-through, Gumbel's hard phase, MoD) skip the
+    /// FFN in training too, by gathered rows ([`crate::gate::Gate::from_values`]): faster on
+    /// the CPU, where the host read of the mask is cheap; TSA's routers then no longer learn
+    /// through the FFN update of the tokens they halt.
+    #[config(default = false)]
+    pub skip_halted: bool,
 }
 
 impl TrainConfig {
@@ -88,6 +94,20 @@ impl TrainConfig {
         }
         if !(self.router_lr_scale.is_finite() && self.router_lr_scale > 0.0) {
             return bad("router_lr_scale must be finite and > 0");
+        }
+        Ok(())
+    }
+
+    /// [`Self::validate`], and whether its options fit `routing`.
+    pub fn validate_for(&self, routing: &crate::config::Routing) -> crate::error::Result<()> {
+        self.validate()?;
+        if self.skip_halted && !routing.gates_hard_in_training() {
+            return Err(crate::error::TsaError::InvalidConfig(format!(
+                "skip_halted needs a training gate that halts tokens outright (TSA's \
+                 straight-through or Gumbel gate, or MoD); {} multiplies every update by a \
+                 nonzero share, so there is nothing to skip",
+                routing.label()
+            )));
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Sparse inference (§3.6): only the kept tokens run the FFN, gathered into a dense [k, d] block
 //! and scattered back; the halted rows get a zero update. The extended mode also skips halted
 //! tokens' query rows. Everything here reads the keep mask back to the host (`argwhere`), so it
-//! is a native-inference path; the browser trains and evaluates with soft or masked gates.
+//! is a path for native inference and for CPU training with `TrainConfig::skip_halted` (flex,
+//! natively or in wasm); WebGPU in the browser trains and evaluates with soft or masked gates.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

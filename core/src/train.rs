@@ -72,7 +72,7 @@ pub const TARGET_STEP: f64 = 0.002;
 impl Trainer {
     /// A fresh model on `device` (autodiff is added if missing), seeded by `train.seed`.
     pub fn new(model: &TsaConfig, train: TrainConfig, device: &Device) -> Result<Self> {
-        train.validate()?;
+        train.validate_for(&model.routing)?;
         let device = if device.is_autodiff() {
             device.clone()
         } else {
@@ -101,9 +101,13 @@ impl Trainer {
     pub async fn step(&mut self, batch: &Batch) -> Result<StepStats> {
         let routing = self.model.config.routing;
         let progress = self.step as f64 / self.config.steps.max(1) as f64;
-        let out = self
-            .model
-            .forward(batch.inputs.clone(), Execution::Train { progress });
+        let out = self.model.forward(
+            batch.inputs.clone(),
+            Execution::Train {
+                progress,
+                skip_halted: self.config.skip_halted,
+            },
+        );
         let alpha = metrics::alpha(&out.active);
         let executed = metrics::executed_alpha(&out.halting);
         let obj = loss::objective(

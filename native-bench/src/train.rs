@@ -71,6 +71,12 @@ pub struct TrainArgs {
     /// The routers learn at this multiple of --lr (the paper's 3e-4 barely moves them).
     #[arg(long)]
     pub router_lr_scale: Option<f64>,
+    /// Tokens a hard training gate halts (--gate straight-through|straight-through-scaled|gumbel,
+    /// or --routing mod) skip the FFN in training too, by gathered rows: faster on the CPU
+    /// (docs/RESULTS.md); TSA's routers then learn nothing through the FFN update of the tokens
+    /// they halt.
+    #[arg(long)]
+    pub skip_halted: bool,
     #[arg(long)]
     pub dropout: Option<f64>,
     /// Initialisation of the linear layers the paper's Appendix A does not name.
@@ -141,6 +147,7 @@ impl TrainArgs {
         set(&mut train.warmup_steps, self.warmup);
         set(&mut train.target_ramp, self.target_ramp);
         set(&mut train.router_lr_scale, self.router_lr_scale);
+        train.skip_halted = self.skip_halted;
         Recipe {
             model,
             train,
@@ -207,7 +214,7 @@ pub fn run(
     let mut trainer = match initial {
         None => Trainer::new(model, train.clone(), device)?,
         Some(weights) => {
-            train.validate()?;
+            train.validate_for(&model.routing)?;
             let ad = device.clone().autodiff();
             let fresh = model.init(&ad)?;
             let loaded = burn::module::Module::try_load_record(
@@ -326,7 +333,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     let recipe = args.recipe(data.vocab_size());
     let (model, train) = (recipe.model.clone(), recipe.train.clone());
     eprintln!(
-        "recipe {}: {}; lr {}{} (warm-up {}), batch {}, context {}, dropout {}, init {:?}, {} steps{}",
+        "recipe {}: {}; lr {}{} (warm-up {}), batch {}, context {}, dropout {}, init {:?}, {} steps{}{}",
         recipe.name,
         model.routing.label(),
         train.lr,
@@ -346,6 +353,10 @@ pub fn main(args: &TrainArgs) -> Result<()> {
                 ", target ramped from α 1 over {:.0}% of training",
                 100.0 * r
             ),
+        },
+        match train.skip_halted {
+            true => ", halted tokens skip the FFN in training",
+            false => "",
         }
     );
     let initial = match &args.init_from {

@@ -261,11 +261,15 @@ async function cpuSession(browser, base) {
 
 // A gate whose training forward pass is the inference rule (straight-through, kept tokens scaled
 // by 1 − p) with a compute target: what trains is what runs, so the soft and the executed
-// validation losses are the same number.
+// validation losses are the same number. On the CPU backend halted tokens also skip the FFN in
+// training (the form's checkbox), which changes no value.
 async function executableSession(browser, base) {
   const { page, logs } = await open(browser, base, '/?backend=cpu');
   const steps = 40;
+  const skip = page.getByTestId('skip-halted');
+  assert.ok(await skip.isDisabled(), 'the paper\'s soft gate halts nothing outright: nothing to skip');
   await page.getByTestId('model-kind').selectOption('st-scaled');
+  await skip.check();
   await setFields(page, { d: 32, 'layers L': 3, batch: 8, steps, 'learning rate': 0.01, 'target executed α': 0.5,
     "routers' lr ×": 10 });
   await page.getByTestId('train-start').click();
@@ -276,6 +280,11 @@ async function executableSession(browser, base) {
   console.log(`straight-through x(1-p), target 0.5: val loss ${soft} soft, ${executed} executed, executed alpha ${alpha}`);
   assert.ok(Math.abs(soft - executed) < 1e-4, `trains what runs: soft ${soft} vs executed ${executed}`);
   assert.ok(alpha >= 0 && alpha <= 1, `executed alpha ${alpha}`);
+  // Back to the soft gate, the option goes off with it.
+  await page.getByTestId('train-reset').click();
+  await page.getByTestId('model-kind').selectOption('soft');
+  assert.ok(!(await skip.isChecked()) && (await skip.isDisabled()), 'skip-halted off with the soft gate');
+  await page.getByTestId('model-kind').selectOption('st-scaled');
   // An impossible target is refused with the reason, before anything starts.
   await page.getByTestId('train-reset').click();
   await setFields(page, { 'target executed α': 1.5 });

@@ -29,6 +29,10 @@ pub struct Settings {
     /// docs/RESULTS.md, "The paper's recipe at the quick shape").
     #[serde(default = "one")]
     pub router_lr_scale: f64,
+    /// Tokens a hard gate halts skip the FFN in training too (`TrainConfig::skip_halted`): on
+    /// the CPU backend only, since it reads the keep mask back inside the forward pass.
+    #[serde(default)]
+    pub skip_halted: bool,
     pub batch: usize,
     pub steps: usize,
     /// Evaluate (validation loss, heatmap) every this many steps.
@@ -60,6 +64,7 @@ impl Settings {
             lambda: 0.001,
             lr: t.lr,
             router_lr_scale: t.router_lr_scale,
+            skip_halted: false,
             batch: t.batch_size,
             steps: t.steps,
             eval_every: recipe.eval_every,
@@ -73,15 +78,7 @@ impl Settings {
         if !(self.lambda.is_finite() && self.lambda >= 0.0) {
             return Err("λ must be a number ≥ 0".into());
         }
-        let routing = match self.tsa {
-            true => Routing::Tsa {
-                lambda: self.lambda,
-                gate: self.gate,
-                target: self.target,
-                commit: 0.0,
-            },
-            false => Routing::Dense,
-        };
+        let routing = self.routing();
         // The preset's model with the form's values; d_ff stays 4·d when d is edited.
         let config = self
             .recipe(vocab_size)
@@ -107,11 +104,26 @@ impl Settings {
             .train
             .with_lr(self.lr)
             .with_router_lr_scale(self.router_lr_scale)
+            .with_skip_halted(self.skip_halted)
             .with_batch_size(self.batch)
             .with_steps(self.steps)
             .with_warmup_steps(self.warmup.min(self.steps / 10));
-        config.validate().map_err(|e| e.to_string())?;
+        config
+            .validate_for(&self.routing())
+            .map_err(|e| e.to_string())?;
         Ok(config)
+    }
+
+    fn routing(&self) -> Routing {
+        match self.tsa {
+            true => Routing::Tsa {
+                lambda: self.lambda,
+                gate: self.gate,
+                target: self.target,
+                commit: 0.0,
+            },
+            false => Routing::Dense,
+        }
     }
 
     fn recipe(&self, vocab_size: usize) -> Recipe {

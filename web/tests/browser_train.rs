@@ -23,7 +23,7 @@ const STEPS: usize = 20;
 
 /// (first loss, last loss, α at the last step) after `STEPS` steps on one fixed batch.
 async fn train(name: &str, device: &Device) -> (f32, f32, f32) {
-    train_with(name, device, Routing::tsa(0.01), 0.0).await
+    train_with(name, device, Routing::tsa(0.01), 0.0, false).await
 }
 
 /// The same with another routing and dropout.
@@ -32,6 +32,7 @@ async fn train_with(
     device: &Device,
     routing: Routing,
     dropout: f64,
+    skip_halted: bool,
 ) -> (f32, f32, f32) {
     let context = 16;
     let corpus = Corpus::from_text(TEXT, context).expect("corpus");
@@ -44,7 +45,8 @@ async fn train_with(
         .with_warmup_steps(1)
         .with_steps(STEPS)
         .with_batch_size(4)
-        .with_seed(7);
+        .with_seed(7)
+        .with_skip_halted(skip_halted);
     let mut trainer = Trainer::new(&model, train, device).expect("trainer");
     let dev = trainer.model.device();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -117,6 +119,7 @@ async fn trains_with_dropout_and_a_straight_through_gate() {
             &Device::flex(),
             routing,
             0.1,
+            false,
         )
         .await,
     );
@@ -127,7 +130,35 @@ async fn trains_with_dropout_and_a_straight_through_gate() {
             &device,
             routing,
             0.1,
+            false,
         )
         .await,
+    );
+}
+
+/// The web app's CPU option: halted tokens skip the FFN in training (a host read of the keep
+/// mask per routed block, which flex in wasm does synchronously).
+#[wasm_bindgen_test]
+async fn trains_on_flex_in_wasm_skipping_halted_tokens() {
+    let routing = Routing::Tsa {
+        lambda: 0.0,
+        gate: tsa_core::TsaGate::StraightThroughScaled,
+        target: Some(0.5),
+        commit: 0.0,
+    };
+    let reads = tsa_core::sparse::host_reads();
+    check(
+        train_with(
+            "flex, skipping halted tokens",
+            &Device::flex(),
+            routing,
+            0.0,
+            true,
+        )
+        .await,
+    );
+    assert!(
+        tsa_core::sparse::host_reads() >= reads + STEPS * 2,
+        "every step gathers the kept rows of both routed blocks"
     );
 }

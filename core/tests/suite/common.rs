@@ -50,3 +50,18 @@ pub fn shape(d: usize, heads: usize, d_ff: usize, layers: usize) -> TsaConfig {
         .with_d_ff(d_ff)
         .with_n_layers(layers)
 }
+
+/// A model on `device` whose untrained routers halt part of the tokens: N(0, 0.02²) routers
+/// with their last layer's weights spread (×400) around a zero bias. (Built on flex and loaded
+/// into a fresh model on `device`, whose parameters an autodiff device then tracks.)
+pub fn halting_some_on(cfg: TsaConfig, device: &Device) -> TsaModel {
+    use burn::module::Module;
+    let flex = cpu();
+    let cfg = cfg.with_init(tsa_core::InitScheme::Normal);
+    let mut m = model(&cfg, 9, &flex);
+    for r in m.routers.iter_mut() {
+        r.out.weight = burn::module::Param::from_tensor(r.out.weight.val().mul_scalar(400.0));
+        r.out.bias = Some(burn::module::Param::from_tensor(Tensor::zeros([1], &flex)));
+    }
+    model(&cfg, 9, device).load_record(m.into_record())
+}

@@ -22,21 +22,12 @@ fn gated(gate: TsaGate, target: Option<f64>) -> Routing {
     }
 }
 
-/// A model whose untrained routers halt part of the tokens: N(0, 0.02²) routers with their last
-/// layer's weights spread (×400) around a zero bias.
 fn halting_some(cfg: TsaConfig) -> tsa_core::TsaModel {
-    let device = &cpu();
-    let cfg = cfg.with_init(InitScheme::Normal);
-    let mut m = model(&cfg, 9, device);
-    for r in m.routers.iter_mut() {
-        r.out.weight = burn::module::Param::from_tensor(r.out.weight.val().mul_scalar(400.0));
-        r.out.bias = Some(burn::module::Param::from_tensor(Tensor::zeros([1], device)));
-    }
-    m
+    halting_some_on(cfg, &cpu())
 }
 
 /// Rows of `n` random tokens below `vocab`.
-fn rows(b: usize, n: usize, vocab: i32, seed: i32) -> Vec<Vec<i32>> {
+pub fn rows(b: usize, n: usize, vocab: i32, seed: i32) -> Vec<Vec<i32>> {
     (0..b)
         .map(|r| {
             (0..n)
@@ -68,7 +59,13 @@ fn straight_through_trains_exactly_what_runs() {
         executed > 0.05 && executed < 0.95,
         "the test needs both kept and halted tokens, executed α = {executed}"
     );
-    let train = m.forward(x.clone(), Execution::Train { progress: 0.5 });
+    let train = m.forward(
+        x.clone(),
+        Execution::Train {
+            progress: 0.5,
+            skip_halted: false,
+        },
+    );
     let diff = max_abs_diff(&floats(train.logits), &floats(run.logits));
     assert!(
         diff < 1e-5,
@@ -88,7 +85,13 @@ fn straight_through_trains_exactly_what_runs() {
         &device,
     );
     let x = tokens(&rows(2, 12, 10, 1), &device);
-    let train = m.forward(x, Execution::Train { progress: 0.5 });
+    let train = m.forward(
+        x,
+        Execution::Train {
+            progress: 0.5,
+            skip_halted: false,
+        },
+    );
     let loss =
         tsa_core::loss::cross_entropy(train.logits, tokens(&rows(2, 12, 10, 2), &device), None);
     let grads = GradientsParams::from_grads(loss.backward(), &m);
@@ -104,7 +107,13 @@ fn straight_through_scaled_trains_what_sparse_runs_with_one_minus_p() {
     let x = tokens(&rows(2, 12, 10, 1), &device);
     let m = halting_some(micro(10, gated(TsaGate::StraightThroughScaled, None)));
     assert_eq!(m.config.routing.keep_scale(), KeepScale::OneMinusP);
-    let train = m.forward(x.clone(), Execution::Train { progress: 0.5 });
+    let train = m.forward(
+        x.clone(),
+        Execution::Train {
+            progress: 0.5,
+            skip_halted: false,
+        },
+    );
     let run = m.forward(x.clone(), Execution::Sparse(KeepScale::OneMinusP));
     let executed = floats(metrics::executed_alpha(&run.halting).unwrap())[0];
     assert!(
@@ -154,8 +163,14 @@ fn gumbel_is_noisy_in_training_binary_at_its_end_and_deterministic_in_evaluation
     let early = |seed| {
         device.seed(seed);
         floats(
-            m.forward(x.clone(), Execution::Train { progress: 0.1 })
-                .active[0]
+            m.forward(
+                x.clone(),
+                Execution::Train {
+                    progress: 0.1,
+                    skip_halted: false,
+                },
+            )
+            .active[0]
                 .clone()
                 .inner(),
         )
@@ -168,7 +183,13 @@ fn gumbel_is_noisy_in_training_binary_at_its_end_and_deterministic_in_evaluation
         early(1).iter().any(|&g| g > 0.01 && g < 0.99),
         "early in training the gate should be relaxed"
     );
-    let late = m.forward(x.clone(), Execution::Train { progress: 0.9 });
+    let late = m.forward(
+        x.clone(),
+        Execution::Train {
+            progress: 0.9,
+            skip_halted: false,
+        },
+    );
     for a in &late.active {
         assert!(
             floats(a.clone().inner())
@@ -427,14 +448,26 @@ fn dropout_only_acts_in_training() {
     let m = model(&cfg, 8, &device);
     let x = tokens(&rows(2, 12, 10, 4), &device);
     let a = floats(
-        m.forward(x.clone(), Execution::Train { progress: 0.0 })
-            .logits
-            .inner(),
+        m.forward(
+            x.clone(),
+            Execution::Train {
+                progress: 0.0,
+                skip_halted: false,
+            },
+        )
+        .logits
+        .inner(),
     );
     let b = floats(
-        m.forward(x.clone(), Execution::Train { progress: 0.0 })
-            .logits
-            .inner(),
+        m.forward(
+            x.clone(),
+            Execution::Train {
+                progress: 0.0,
+                skip_halted: false,
+            },
+        )
+        .logits
+        .inner(),
     );
     assert!(
         max_abs_diff(&a, &b) > 1e-3,

@@ -8,5 +8,6 @@ mod gates;
 mod generate;
 mod metrics;
 mod model;
+mod skip_halted;
 mod sparse;
 mod train;

@@ -40,6 +40,11 @@ fn gate_value(gate: TsaGate) -> &'static str {
         .map_or("soft", |&(v, _)| v)
 }
 
+/// Whether the chosen model's training gate halts tokens outright (so they can skip work).
+fn halts_outright(s: &Settings) -> bool {
+    s.tsa && s.gate != TsaGate::Soft
+}
+
 #[component]
 pub fn BackendSelect() -> impl IntoView {
     let ctx = Ctx::use_context();
@@ -126,6 +131,7 @@ pub fn Controls() -> impl IntoView {
                         settings.update(|s| {
                             s.tsa = choice != "dense";
                             s.gate = gate_of(&choice).unwrap_or_default();
+                            s.skip_halted &= halts_outright(s);
                         });
                     }
                     prop:value=move || settings.with(|s| if s.tsa { gate_value(s.gate) } else { "dense" })
@@ -143,6 +149,19 @@ pub fn Controls() -> impl IntoView {
             <Field label="target executed α" get=|s| s.target.map_or(String::new(), |t| t.to_string()) set=|s, v| { s.target = parse_target(v)?; Ok(()) } />
             <Field label="learning rate" get=|s| s.lr.to_string() set=|s, v| { s.lr = parse(v)?; Ok(()) } />
             <Field label="routers' lr ×" get=|s| s.router_lr_scale.to_string() set=|s, v| { s.router_lr_scale = parse(v)?; Ok(()) } />
+            <label class="field" title="Tokens the gate halts skip the FFN in training too (1.2–1.4× faster on a CPU; not on WebGPU)">
+                <span>"skip halted (CPU)"</span>
+                <input
+                    type="checkbox"
+                    data-testid="skip-halted"
+                    prop:checked=move || settings.with(|s| s.skip_halted)
+                    disabled=move || busy.get() || !settings.with(halts_outright)
+                    on:change=move |ev| {
+                        let on = event_target_checked(&ev);
+                        settings.update(|s| s.skip_halted = on);
+                    }
+                />
+            </label>
             <Field label="batch" get=|s| s.batch.to_string() set=|s, v| { s.batch = parse(v)?; Ok(()) } />
             <Field label="steps" get=|s| s.steps.to_string() set=|s, v| { s.steps = parse(v)?; Ok(()) } />
             <div class="buttons">

@@ -34,6 +34,10 @@ fn announce(backend: &Backend) {
     });
 }
 
+/// Why `Settings::skip_halted` is refused on WebGPU.
+const SKIP_NEEDS_CPU: &str = "skipping halted tokens in training needs the CPU backend (it reads \
+     the keep mask back inside each step, which WebGPU cannot do synchronously)";
+
 fn fail(msg: impl Into<String>) {
     post(&Event::Error(Some(msg.into())));
 }
@@ -182,6 +186,9 @@ impl Runner {
         let Some(text) = &self.text else {
             return fail("no training text yet: upload or paste one");
         };
+        if settings.skip_halted && self.backend.kind == Kind::WebGpu {
+            return fail(format!("cannot start: {SKIP_NEEDS_CPU}"));
+        }
         match Session::new(&settings, text, &self.backend.device) {
             Ok(session) => {
                 post(&Event::Error(None));
@@ -335,6 +342,9 @@ impl Runner {
             return fail("load a training text before a checkpoint");
         };
         let train = match settings.train() {
+            Ok(t) if t.skip_halted && self.backend.kind == Kind::WebGpu => {
+                return fail(format!("checkpoint not loaded: {SKIP_NEEDS_CPU}"));
+            }
             Ok(t) => t,
             Err(e) => return fail(format!("checkpoint not loaded: {e}")),
         };
@@ -411,10 +421,18 @@ impl Runner {
             return self.set_running(false);
         };
         let train = self.session.as_ref().map(|s| s.trainer.config.clone());
-        let Some(train) = train else { return };
+        let Some(mut train) = train else { return };
+        // CPU-only (see `start_training`): on WebGPU the run goes on masking halted tokens.
+        let masked = train.skip_halted && kind == Kind::WebGpu;
+        train.skip_halted &= !masked;
         match Session::from_checkpoint(&bytes, text, train, &self.backend.device) {
             Ok(session) => self.adopt(session, settings).await,
-            Err(e) => fail(format!("could not move the model: {e}")),
+            Err(e) => return fail(format!("could not move the model: {e}")),
+        }
+        if masked {
+            fail(
+                "on WebGPU halted tokens compute their FFN in training again (skipping is CPU-only)",
+            );
         }
     }
 }
