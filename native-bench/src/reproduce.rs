@@ -103,7 +103,8 @@ fn train_arm(
     device: &burn::tensor::Device,
 ) -> Result<(Arm, RunResult)> {
     let (task, routing) = (spec.data.name(), spec.routing);
-    let recipe = shape.get(data.vocab_size(), routing);
+    let mut recipe = shape.get(data.vocab_size(), routing);
+    recipe.train.skip_halted = spec.skip_halted;
     let r = train::run(
         &format!("{task}/{}", spec.label),
         data,

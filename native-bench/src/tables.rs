@@ -125,6 +125,8 @@ pub struct ArmSpec {
     pub data: Dataset,
     pub label: String,
     pub routing: Routing,
+    /// Trains with `TrainConfig::skip_halted` (halted tokens skip the FFN in training).
+    pub skip_halted: bool,
     /// The arm's row in the paper, where it has one.
     pub paper: Option<Paper>,
 }
@@ -135,6 +137,7 @@ fn arm(label: impl Into<String>, routing: Routing) -> ArmSpec {
         data: Dataset::Shakespeare,
         label: label.into(),
         routing,
+        skip_halted: false,
         paper: None,
     }
 }
@@ -391,6 +394,14 @@ fn pareto() -> TableSpec {
             gated(gate, t),
         )
     }));
+    // The same gate trained skipping what it halts: its "train s" column is the speed-up.
+    arms.push(ArmSpec {
+        skip_halted: true,
+        ..arm(
+            "TSA straight-through ×(1−p) α*=0.5, halted skip in training",
+            gated(StraightThroughScaled, 0.5),
+        )
+    });
     arms.push(arm("TSA Gumbel α*=0.5", gated(Gumbel, 0.5)));
     arms.push(arm("Early Exit", Routing::EarlyExit));
     arms.extend([0.75, 0.5].map(|c| {
@@ -550,6 +561,7 @@ mod tests {
             "Baseline, TSA (paper, λ=0.001), TSA (paper, λ=0.05), TSA straight-through α*=0.75, \
              TSA straight-through α*=0.5, TSA straight-through α*=0.35, \
              TSA straight-through ×(1−p) α*=0.5, TSA straight-through ×(1−p) α*=0.35, \
+             TSA straight-through ×(1−p) α*=0.5, halted skip in training, \
              TSA Gumbel α*=0.5, Early Exit, MoD c=0.75, MoD c=0.5"
         );
     }
