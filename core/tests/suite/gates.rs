@@ -447,28 +447,14 @@ fn dropout_only_acts_in_training() {
     let device = cpu().autodiff();
     let m = model(&cfg, 8, &device);
     let x = tokens(&rows(2, 12, 10, 4), &device);
-    let a = floats(
-        m.forward(
-            x.clone(),
-            Execution::Train {
-                progress: 0.0,
-                skip_halted: false,
-            },
-        )
-        .logits
-        .inner(),
-    );
-    let b = floats(
-        m.forward(
-            x.clone(),
-            Execution::Train {
-                progress: 0.0,
-                skip_halted: false,
-            },
-        )
-        .logits
-        .inner(),
-    );
+    let train = || {
+        let exec = Execution::Train {
+            progress: 0.0,
+            skip_halted: false,
+        };
+        floats(m.forward(x.clone(), exec).logits.inner())
+    };
+    let (a, b) = (train(), train());
     assert!(
         max_abs_diff(&a, &b) > 1e-3,
         "dropout 0.5 changed nothing in training"
