@@ -104,8 +104,8 @@ impl TrainConfig {
         if self.skip_halted && !routing.gates_hard_in_training() {
             return Err(crate::error::TsaError::InvalidConfig(format!(
                 "skip_halted needs a training gate that halts tokens outright (TSA's \
-                 straight-through or Gumbel gate, or MoD); {} multiplies every update by a \
-                 nonzero share, so there is nothing to skip",
+                 straight-through or Gumbel gate, or MoD); {}'s halts none, so there is \
+                 nothing to skip",
                 routing.label()
             )));
         }
