@@ -194,7 +194,9 @@ impl TsaModel {
                 let p = sigmoid(z.clone());
                 let g = routing::tsa_gate(gate, z, p.clone(), exec.progress());
                 trace.record(p, g.clone());
-                Gate::from_values(g, exec.skips_halted())
+                // Gumbel's relaxed phase halts nothing outright: no gathering for nothing.
+                let skip = exec.skips_halted() && routing::is_binary(gate, exec.progress());
+                Gate::from_values(g, skip)
             }
             (Routing::MixtureOfDepths { capacity }, _) => {
                 let p = self.routers[l].forward(h.clone());

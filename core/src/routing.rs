@@ -74,11 +74,21 @@ pub fn tsa_gate(gate: TsaGate, z: Tensor<2>, p: Tensor<2>, progress: Option<f64>
             let noise = u.clone().log() - (u.neg() + 1.0).log();
             // 1 − p = σ(−z): the keep logit plus logistic noise, sharpened by τ.
             let sample = sigmoid((z.neg() + noise).div_scalar(tau));
-            match progress >= GUMBEL_HARD_FROM {
+            match is_binary(gate, Some(progress)) {
                 true => straight_through(sample.clone().greater_equal_elem(0.5).float(), sample),
                 false => sample,
             }
         }
+    }
+}
+
+/// Whether TSA's gate is 0 or 1 in a training pass at `progress` (`None`: evaluation): the
+/// straight-through gates always, Gumbel's from `GUMBEL_HARD_FROM` on, the soft gate never.
+pub fn is_binary(gate: TsaGate, progress: Option<f64>) -> bool {
+    match gate {
+        TsaGate::Soft => false,
+        TsaGate::StraightThrough | TsaGate::StraightThroughScaled => true,
+        TsaGate::Gumbel => progress.is_none_or(|p| p >= GUMBEL_HARD_FROM),
     }
 }
 

@@ -114,7 +114,8 @@ impl Settings {
         Ok(config)
     }
 
-    fn routing(&self) -> Routing {
+    /// The routing variant the form describes.
+    pub fn routing(&self) -> Routing {
         match self.tsa {
             true => Routing::Tsa {
                 lambda: self.lambda,

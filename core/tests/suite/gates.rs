@@ -38,7 +38,7 @@ pub fn rows(b: usize, n: usize, vocab: i32, seed: i32) -> Vec<Vec<i32>> {
 }
 
 /// Two rows of 12 tokens and the next-token targets used across these tests.
-fn shifted_batch(device: &burn::tensor::Device) -> Batch {
+pub fn shifted_batch(device: &burn::tensor::Device) -> Batch {
     Batch::new(
         rows(2, 12, 10, 0).concat(),
         rows(2, 12, 10, 1).concat(),

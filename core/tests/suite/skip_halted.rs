@@ -10,7 +10,7 @@ use tsa_core::{
 };
 
 use crate::common::*;
-use crate::gates::rows;
+use crate::gates::{rows, shifted_batch};
 
 fn tsa(gate: TsaGate) -> Routing {
     Routing::Tsa {
@@ -147,13 +147,7 @@ fn a_trainer_that_skips_halted_tokens_learns() {
         .with_skip_halted(true);
     let mut trainer = Trainer::new(&cfg, train, &cpu()).expect("a valid config");
     let device = trainer.model.device();
-    let batch = tsa_core::data::Batch::new(
-        rows(2, 12, 10, 0).concat(),
-        rows(2, 12, 10, 1).concat(),
-        None,
-        12,
-        &device,
-    );
+    let batch = shifted_batch(&device);
     let reads = sparse::host_reads();
     let first = tsa_core::read::block_on(trainer.step(&batch)).expect("a step");
     let mut last = first;

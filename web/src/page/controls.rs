@@ -42,7 +42,7 @@ fn gate_value(gate: TsaGate) -> &'static str {
 
 /// Whether the chosen model's training gate halts tokens outright (so they can skip work).
 fn halts_outright(s: &Settings) -> bool {
-    s.tsa && s.gate != TsaGate::Soft
+    s.routing().gates_hard_in_training()
 }
 
 #[component]
