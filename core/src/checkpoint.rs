@@ -88,6 +88,10 @@ pub fn from_bytes(bytes: &[u8], device: &Device) -> Result<(TsaModel, Checkpoint
 }
 
 fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
+    // A training state holds a whole checkpoint: every reader of checkpoints reads it too.
+    if crate::train_state::is_state(bytes) {
+        return split(crate::train_state::checkpoint_bytes(bytes)?);
+    }
     if bytes.len() < MAGIC.len() + 4 + 8 + 4 {
         return Err(bad(format!(
             "file too short ({} bytes) to be a checkpoint",

@@ -31,6 +31,7 @@ pub mod recipe;
 pub mod routing;
 pub mod sparse;
 pub mod train;
+pub mod train_state;
 
 pub use config::{InitScheme, Routing, RoutingKind, TsaConfig, TsaGate};
 pub use error::{Result, TsaError};

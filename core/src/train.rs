@@ -61,7 +61,7 @@ pub struct Trainer {
     pub step: usize,
     /// Lagrange multiplier of the compute target (TSA with `target`): added to λ.
     pub mu: f64,
-    optim: ModuleOptimizer,
+    pub(crate) optim: ModuleOptimizer,
     /// The routers' parameters, for their learning-rate scale.
     routers: ParamGroup,
 }

@@ -63,6 +63,14 @@ fn main() {
     // any large allocation; mimalloc reads the option at each purge.
     // SAFETY: sets a process-wide option; no allocation depends on its value.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0) };
+    // What Burn creates without being given a device — the optimiser's moments read back from
+    // a training state (`train --resume`) — goes to its default device, a GPU one where wgpu is
+    // compiled in. Flex instead: resuming then starts no GPU runtime and needs none, and the
+    // moments move to the parameters' device at the next step.
+    if std::env::var_os("BURN_DEVICE").is_none() {
+        // SAFETY: no other thread exists yet to read the environment concurrently.
+        unsafe { std::env::set_var("BURN_DEVICE", "flex") };
+    }
     let cli = Cli::parse();
     let result: Result<()> = match &cli.command {
         None => throughput::run(&cli.throughput).map(|_| ()),

@@ -113,6 +113,7 @@ fn train_arm(
         recipe.eval_every,
         recipe.eval_batches,
         device,
+        train::Start::Fresh,
         None,
     )?;
     // Sparse inference itself (gather/scatter), with the scale the variant was trained for.

@@ -1,7 +1,8 @@
 //! `train`: any routing variant on a corpus or a synthetic task, with a progress bar, periodic
 //! evaluation, a checkpoint and a JSON log. `reproduce` runs its arms through [`run`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -10,14 +11,14 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tsa_core::checkpoint::{self, CheckpointMeta};
-use tsa_core::data::Corpus;
 use tsa_core::data::tasks::{Task, TaskSet};
+use tsa_core::data::{CharTokenizer, Corpus};
 use tsa_core::read::block_on;
 use tsa_core::{
     EvalStats, Execution, InitScheme, Preset, Recipe, Routing, RoutingKind, TrainConfig, Trainer,
-    TsaConfig, TsaGate, TsaModel, evaluate,
+    TsaConfig, TsaGate, TsaModel, evaluate, train_state,
 };
 
 use crate::args::ShapeArgs;
@@ -105,6 +106,20 @@ pub struct TrainArgs {
     /// JSON log: one line per evaluation.
     #[arg(long, default_value = "results/train-log.jsonl")]
     pub log: PathBuf,
+    /// Continue a stopped run from its training state (`--state`, written at every evaluation
+    /// and when a run stops early). Model, recipe, step, optimiser and batch stream come from
+    /// the state; the corpus must be the one it trained on.
+    #[arg(long, conflicts_with_all = RECIPE_FLAGS)]
+    pub resume: Option<PathBuf>,
+    /// Stop after this step, writing the checkpoint, the log and the training state: one run
+    /// split over several sessions (e.g. time-limited GPU slots), continued with --resume.
+    /// Ctrl-C does the same at the step it interrupts.
+    #[arg(long)]
+    pub stop_at: Option<usize>,
+    /// The training state's file (default: --out with the extension `.state`); removed when
+    /// the run completes.
+    #[arg(long)]
+    pub state: Option<PathBuf>,
     /// Write every window this run trains and evaluates on (offsets into the corpus's train
     /// and validation splits, JSON) before training: `tests/parity/torch_twin.py --windows`
     /// replays them.
@@ -112,7 +127,47 @@ pub struct TrainArgs {
     pub windows_out: Option<PathBuf>,
 }
 
+/// Everything that shapes a run: a resumed run takes them from its state, so giving one with
+/// --resume is refused rather than ignored.
+const RECIPE_FLAGS: [&str; 28] = [
+    "routing",
+    "recipe",
+    "lambda",
+    "gate",
+    "target",
+    "commit",
+    "capacity",
+    "task",
+    "d_model",
+    "layers",
+    "heads",
+    "d_ff",
+    "context",
+    "steps",
+    "batch",
+    "lr",
+    "warmup",
+    "target_ramp",
+    "router_lr_scale",
+    "skip_halted",
+    "dropout",
+    "init",
+    "router_bias",
+    "seed",
+    "init_from",
+    "eval_every",
+    "eval_batches",
+    "windows_out",
+];
+
 impl TrainArgs {
+    /// The training state's file.
+    pub fn state_path(&self) -> PathBuf {
+        self.state
+            .clone()
+            .unwrap_or_else(|| self.out.with_extension("state"))
+    }
+
     pub fn routing(&self) -> Routing {
         self.routing.with(
             self.lambda,
@@ -162,12 +217,18 @@ impl TrainArgs {
 pub use tsa_core::data::Data;
 
 pub fn load_corpus(path: Option<&PathBuf>, context: usize) -> Result<Corpus> {
-    let path = crate::args::corpus_path(path);
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)", path.display()))?;
+    let (path, bytes) = read_corpus(path)?;
     Corpus::from_bytes(&bytes, context).with_context(|| format!("corpus {}", path.display()))
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The corpus file's path and bytes.
+fn read_corpus(path: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
+    let path = crate::args::corpus_path(path);
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)", path.display()))?;
+    Ok((path, bytes))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalPoint {
     pub step: usize,
     pub train_loss: f32,
@@ -195,11 +256,67 @@ pub struct RunResult {
     pub last: EvalStats,
     pub hard: Option<EvalStats>,
     pub params: usize,
+    /// Training seconds, earlier sessions of a resumed run included.
+    pub seconds: f64,
+    /// Optimiser steps the model has had.
+    pub step: usize,
+    /// Where the run stopped before its last step (`--stop-at`, Ctrl-C), its state written.
+    pub stopped_at: Option<usize>,
+}
+
+/// How a run begins.
+pub enum Start {
+    Fresh,
+    /// From these weights (`--init-from`), at step 0.
+    Weights(Box<TsaModel>),
+    /// Where a stopped run stopped (`--resume`).
+    Resume {
+        trainer: Box<Trainer>,
+        so_far: Progress,
+    },
+}
+
+/// What `train` keeps in a training state besides the trainer (core's `extra`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Progress {
+    pub label: String,
+    pub eval_every: usize,
+    pub eval_batches: usize,
+    pub task: Option<Task>,
+    /// CRC-32 of the corpus file (corpus runs): a resumed run must read the same text.
+    pub corpus_crc: Option<u32>,
+    pub curve: Vec<EvalPoint>,
+    /// Training seconds so far.
     pub seconds: f64,
 }
 
-/// Trains one model (from `initial` weights when given) and evaluates it every `eval_every`
-/// steps and at the end.
+/// Where and when `train` writes its training state (`reproduce` writes none).
+pub struct StateOut {
+    pub path: PathBuf,
+    pub stop_at: Option<usize>,
+    pub vocab: Option<CharTokenizer>,
+    pub task: Option<Task>,
+    pub corpus_crc: Option<u32>,
+}
+
+/// Set by Ctrl-C (`main`): a run with a [`StateOut`] stops after the current step.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so that a crash while
+/// writing leaves the previous file whole.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Trains one model (from `start`) and evaluates it every `eval_every` steps and at the end;
+/// with `state`, writes the training state at every evaluation and stops early when asked.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     label: &str,
@@ -209,47 +326,68 @@ pub fn run(
     eval_every: usize,
     eval_batches: usize,
     device: &Device,
-    initial: Option<TsaModel>,
+    start: Start,
+    state: Option<&StateOut>,
 ) -> Result<RunResult> {
-    let mut trainer = match initial {
-        None => Trainer::new(model, train.clone(), device)?,
-        Some(weights) => {
+    let (mut trainer, mut curve, before) = match start {
+        Start::Fresh => (Trainer::new(model, train.clone(), device)?, Vec::new(), 0.0),
+        Start::Weights(weights) => {
             train.validate_for(&model.routing)?;
             let ad = device.clone().autodiff();
             let fresh = model.init(&ad)?;
             let loaded = burn::module::Module::try_load_record(
                 fresh,
-                burn::module::Module::into_record(weights),
+                burn::module::Module::into_record(*weights),
             )
             .map_err(|e| anyhow::anyhow!("--init-from: the weights do not fit the model: {e}"))?;
-            Trainer::from_model(loaded, train.clone(), 0)
+            (
+                Trainer::from_model(loaded, train.clone(), 0),
+                Vec::new(),
+                0.0,
+            )
         }
+        Start::Resume { trainer, so_far } => (*trainer, so_far.curve, so_far.seconds),
     };
+    let first = trainer.step;
     let ad = trainer.model.device();
     let eval = data.eval_set(eval_batches, train.batch_size, model.context, device);
-    // Draws the training batches and nothing else: `Corpus::window_log` replays it.
+    // Draws the training batches and nothing else: `Corpus::window_log` replays it, and a
+    // resumed run skips the draws of the steps it already made.
     let mut rng = StdRng::seed_from_u64(train.seed);
+    data.skip_train_batches(first, train.batch_size, model.context, &mut rng);
     let pb = ProgressBar::new(train.steps as u64);
     pb.set_style(
         ProgressStyle::with_template("{prefix} [{bar:25}] {pos}/{len} {msg} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     pb.set_prefix(label.to_string());
+    pb.set_position(first as u64);
+    pb.reset_eta();
     let start = Instant::now();
-    let mut curve = Vec::new();
     let mut last = None;
-    for s in 0..train.steps {
+    let mut saved = None;
+    let mut stopped_at = None;
+    for s in first..train.steps {
         let batch = data.train_batch(train.batch_size, model.context, &mut rng, &ad);
-        let st =
-            block_on(trainer.step(&batch)).with_context(|| format!("{label}: training stopped"))?;
-        let tps = (st.step * batch.inputs.dims().iter().product::<usize>()) as f64
+        let st = block_on(trainer.step(&batch)).with_context(|| match (saved, state) {
+            (Some(k), Some(out)) => format!(
+                "{label}: training stopped; the training state of step {k} is in {} (--resume continues from it)",
+                out.path.display()
+            ),
+            _ => format!("{label}: training stopped"),
+        })?;
+        let tps = ((st.step - first) * batch.inputs.dims().iter().product::<usize>()) as f64
             / start.elapsed().as_secs_f64();
         pb.set_message(format!(
             "loss {:.3} α {:.3} executed {:.3} {:.0} tok/s",
             st.task_loss, st.alpha, st.executed_alpha, tps
         ));
         pb.inc(1);
-        if st.step % eval_every == 0 || s + 1 == train.steps {
+        let stop = state.is_some_and(|out| {
+            st.step < train.steps
+                && (out.stop_at == Some(st.step) || INTERRUPTED.load(Ordering::SeqCst))
+        });
+        if st.step % eval_every == 0 || s + 1 == train.steps || stop {
             let inference = trainer.inference_model();
             let ev = block_on(evaluate(&inference, &eval, Execution::Soft))?;
             let hard = match model.routing.has_routers() {
@@ -299,6 +437,29 @@ pub fn run(
                 p_histogram: ev.p_histogram.clone(),
             });
             last = Some((ev, hard));
+            // The last step's state is not needed: the run is complete.
+            if let Some(out) = state.filter(|_| st.step < train.steps) {
+                let progress = Progress {
+                    label: label.to_string(),
+                    eval_every,
+                    eval_batches,
+                    task: out.task,
+                    corpus_crc: out.corpus_crc,
+                    curve: curve.clone(),
+                    seconds: before + start.elapsed().as_secs_f64(),
+                };
+                let bytes = block_on(train_state::to_bytes(
+                    &trainer,
+                    out.vocab.clone(),
+                    serde_json::to_value(&progress)?,
+                ))?;
+                write_atomically(&out.path, &bytes)?;
+                saved = Some(st.step);
+            }
+        }
+        if stop {
+            stopped_at = Some(st.step);
+            break;
         }
     }
     pb.finish_and_clear();
@@ -311,23 +472,41 @@ pub fn run(
         last,
         hard,
         params,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds: before + start.elapsed().as_secs_f64(),
+        step: trainer.step,
+        stopped_at,
     })
 }
 
-pub fn main(args: &TrainArgs) -> Result<()> {
-    let chosen = device::choose(args.device)?;
-    eprintln!("device: {}", chosen.name);
-    let (data, vocab) = match args.task {
+/// A run ready to go: from flags, or from a training state.
+struct Plan {
+    label: String,
+    data: Data,
+    vocab: Option<CharTokenizer>,
+    task: Option<Task>,
+    corpus_crc: Option<u32>,
+    model: TsaConfig,
+    train: TrainConfig,
+    eval_every: usize,
+    eval_batches: usize,
+    start: Start,
+}
+
+/// A new run from the flags.
+fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
+    let (data, vocab, corpus_crc) = match args.task {
         Some(task) => (
             Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)),
+            None,
             None,
         ),
         None => {
             let ctx = args.recipe(1).model.context;
-            let c = load_corpus(args.corpus.as_ref(), ctx)?;
+            let (path, bytes) = read_corpus(args.corpus.as_ref())?;
+            let c = Corpus::from_bytes(&bytes, ctx)
+                .with_context(|| format!("corpus {}", path.display()))?;
             let tok = c.tokenizer.clone();
-            (Data::Lm(c), Some(tok))
+            (Data::Lm(c), Some(tok), Some(crc32fast::hash(&bytes)))
         }
     };
     let recipe = args.recipe(data.vocab_size());
@@ -359,21 +538,21 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             false => "",
         }
     );
-    let initial = match &args.init_from {
-        None => None,
+    let start = match &args.init_from {
+        None => Start::Fresh,
         Some(path) if path.extension().is_some_and(|e| e == "safetensors") => {
             let bytes =
                 std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let ad = chosen.device.clone().autodiff();
-            Some(
+            let ad = device.clone().autodiff();
+            Start::Weights(Box::new(
                 tsa_core::export::from_safetensors(&bytes, &ad)
                     .with_context(|| format!("{}", path.display()))?
                     .0,
-            )
+            ))
         }
-        Some(path) => {
-            Some(crate::args::load_checkpoint(path, &chosen.device.clone().autodiff())?.0)
-        }
+        Some(path) => Start::Weights(Box::new(
+            crate::args::load_checkpoint(path, &device.clone().autodiff())?.0,
+        )),
     };
     if let Some(path) = &args.windows_out {
         let Data::Lm(corpus) = &data else {
@@ -389,35 +568,137 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         std::fs::write(path, serde_json::to_string(&log)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    Ok(Plan {
+        label: model.routing.label(),
+        data,
+        vocab,
+        task: args.task,
+        corpus_crc,
+        model,
+        train,
+        eval_every: recipe.eval_every,
+        eval_batches: recipe.eval_batches,
+        start,
+    })
+}
+
+/// A stopped run, from its training state at `path`.
+fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let r =
+        train_state::from_bytes(&bytes, device).with_context(|| format!("{}", path.display()))?;
+    let so_far: Progress = serde_json::from_value(r.extra).with_context(|| {
+        format!(
+            "{}: not a training state written by `native-bench train`",
+            path.display()
+        )
+    })?;
+    let (model, train) = (r.meta.config.clone(), r.trainer.config.clone());
+    let data = match (so_far.task, &r.meta.vocab) {
+        (Some(task), _) => Data::Task(TaskSet::generate(task, 10_000, 1_000, train.seed)),
+        (None, Some(vocab)) => {
+            let (corpus, text) = read_corpus(args.corpus.as_ref())?;
+            if so_far.corpus_crc != Some(crc32fast::hash(&text)) {
+                anyhow::bail!(
+                    "{} is not the corpus this run trained on (its checksum differs); pass that one with --corpus",
+                    corpus.display()
+                );
+            }
+            let text = std::str::from_utf8(&text)
+                .with_context(|| format!("corpus {} is not UTF-8", corpus.display()))?;
+            Data::Lm(Corpus::with_tokenizer(text, vocab.clone(), model.context)?)
+        }
+        (None, None) => anyhow::bail!(
+            "{}: the state has neither a task nor a vocabulary",
+            path.display()
+        ),
+    };
+    eprintln!(
+        "resuming {} at step {} of {} ({:.0} s trained so far)",
+        so_far.label, r.trainer.step, train.steps, so_far.seconds
+    );
+    Ok(Plan {
+        label: so_far.label.clone(),
+        data,
+        vocab: r.meta.vocab,
+        task: so_far.task,
+        corpus_crc: so_far.corpus_crc,
+        model,
+        train,
+        eval_every: so_far.eval_every,
+        eval_batches: so_far.eval_batches,
+        start: Start::Resume {
+            trainer: Box::new(r.trainer),
+            so_far,
+        },
+    })
+}
+
+pub fn main(args: &TrainArgs) -> Result<()> {
+    let chosen = device::choose(args.device)?;
+    eprintln!("device: {}", chosen.name);
+    let plan = match &args.resume {
+        Some(path) => resumed(args, path, &chosen.device)?,
+        None => fresh(args, &chosen.device)?,
+    };
+    let (model, train) = (plan.model.clone(), plan.train.clone());
+    let at = match &plan.start {
+        Start::Resume { trainer, .. } => trainer.step,
+        _ => 0,
+    };
+    if let Some(k) = args.stop_at
+        && (k <= at || k >= train.steps)
+    {
+        anyhow::bail!(
+            "--stop-at {k} is not between the run's step {at} and its last step {}",
+            train.steps
+        );
+    }
+    let out = StateOut {
+        path: args.state_path(),
+        stop_at: args.stop_at,
+        vocab: plan.vocab.clone(),
+        task: plan.task,
+        corpus_crc: plan.corpus_crc,
+    };
+    // Ctrl-C: stop after the current step with everything written; a second one quits at once.
+    let handler = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!(
+            "\ninterrupted: stopping after this step and writing the training state (Ctrl-C again quits at once)"
+        );
+    });
+    if let Err(e) = handler {
+        eprintln!("warning: Ctrl-C will not save the training state ({e})");
+    }
     let r = run(
-        &model.routing.label(),
-        &data,
+        &plan.label,
+        &plan.data,
         &model,
         &train,
-        recipe.eval_every,
-        recipe.eval_batches,
+        plan.eval_every,
+        plan.eval_batches,
         &chosen.device,
-        initial,
+        plan.start,
+        Some(&out),
     )?;
 
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
     let meta = CheckpointMeta {
         config: model.clone(),
-        vocab,
-        step: train.steps,
+        vocab: plan.vocab,
+        step: r.step,
     };
     let bytes = block_on(checkpoint::to_bytes(&r.model, &meta))?;
-    std::fs::write(&args.out, bytes)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    write_atomically(&args.out, &bytes)?;
     if let Some(dir) = args.log.parent() {
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(&args.log, crate::report::json_lines(&r.curve)?)?;
     println!(
         "{}: {} params, {:.0} s; val loss {:.4} (bpc {:.3}), soft α {:.3}, accuracy {:.4}{}\ncheckpoint {}  log {}",
-        model.routing.label(),
+        plan.label,
         r.params,
         r.seconds,
         r.last.loss,
@@ -434,6 +715,18 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         args.out.display(),
         args.log.display()
     );
+    match r.stopped_at {
+        Some(k) => println!(
+            "stopped at step {k} of {}; training state {}\ncontinue: native-bench train --resume {}",
+            train.steps,
+            out.path.display(),
+            out.path.display()
+        ),
+        // Complete: the state has served its purpose.
+        None if out.path.exists() => std::fs::remove_file(&out.path)
+            .with_context(|| format!("cannot remove {}", out.path.display()))?,
+        None => {}
+    }
     Ok(())
 }
 

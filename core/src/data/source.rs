@@ -39,6 +39,22 @@ impl Data {
         }
     }
 
+    /// Advances `rng` past `steps` training batches without building them, drawing exactly what
+    /// [`Self::train_batch`] draws: a resumed run then sees the batches an uninterrupted one
+    /// would.
+    pub fn skip_train_batches(&self, steps: usize, batch: usize, context: usize, rng: &mut StdRng) {
+        for _ in 0..steps {
+            match self {
+                Data::Lm(c) => {
+                    c.starts(Split::Train, batch, context, rng);
+                }
+                Data::Task(t) => {
+                    t.sample(batch, rng);
+                }
+            }
+        }
+    }
+
     /// Fixed evaluation batches: `n` seeded validation batches, or the whole held-out task set.
     pub fn eval_set(&self, n: usize, batch: usize, context: usize, device: &Device) -> Vec<Batch> {
         match self {

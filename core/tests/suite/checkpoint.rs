@@ -7,7 +7,7 @@ use tsa_core::{Execution, Routing, TsaError, TsaModel};
 
 use crate::common::*;
 
-fn all_params(model: &TsaModel) -> Vec<f32> {
+pub fn all_params(model: &TsaModel) -> Vec<f32> {
     struct All(Vec<f32>);
     impl ModuleVisitor for All {
         fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {

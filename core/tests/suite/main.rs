@@ -8,6 +8,7 @@ mod gates;
 mod generate;
 mod metrics;
 mod model;
+mod resume;
 mod skip_halted;
 mod sparse;
 mod train;

@@ -1,0 +1,185 @@
+//! `train --stop-at` then `train --resume`: the run split in two ends where the whole run ends,
+//! and what cannot be resumed is refused with a message.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_native-bench"))
+        .args(args)
+        .output()
+        .expect("native-bench runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// (step, val_loss) of each line of a training log.
+fn curve(log: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(log)
+        .expect("log written")
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON line");
+            (
+                v["step"].as_u64().expect("step"),
+                v["val_loss"].as_f64().expect("val_loss"),
+            )
+        })
+        .collect()
+}
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tsa-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
+    let dir = scratch();
+    let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let corpus = p("corpus.txt");
+    std::fs::write(
+        &corpus,
+        "Now is the winter of our discontent\nMade glorious summer by this sun of York;\n"
+            .repeat(30),
+    )
+    .expect("corpus");
+    let other = p("other.txt");
+    std::fs::write(
+        &other,
+        "A different text, long enough to be a corpus.\n".repeat(30),
+    )
+    .expect("corpus");
+    // Straight-through with a compute target: μ and the optimiser's moments must carry over.
+    let run = [
+        "train",
+        "--recipe",
+        "micro",
+        "--routing",
+        "tsa",
+        "--gate",
+        "straight-through",
+        "--lambda",
+        "0",
+        "--target",
+        "0.5",
+        "--steps",
+        "30",
+        "--eval-every",
+        "10",
+        "--device",
+        "cpu",
+        "--corpus",
+        &corpus,
+    ];
+    let train = |extra: &[&str]| {
+        let all: Vec<&str> = run.iter().chain(extra).copied().collect();
+        bench(&all)
+    };
+
+    let whole = train(&["--out", &p("a.tsa"), "--log", &p("a.jsonl")]);
+    assert!(whole.status.success(), "{}", text(&whole));
+    assert!(
+        !Path::new(&p("a.state")).exists(),
+        "a complete run keeps no state"
+    );
+
+    let first = train(&[
+        "--out",
+        &p("b.tsa"),
+        "--log",
+        &p("b1.jsonl"),
+        "--stop-at",
+        "15",
+    ]);
+    assert!(first.status.success(), "{}", text(&first));
+    assert!(
+        text(&first).contains("stopped at step 15 of 30"),
+        "{}",
+        text(&first)
+    );
+    assert!(Path::new(&p("b.state")).exists() && Path::new(&p("b.tsa")).exists());
+    assert_eq!(
+        curve(Path::new(&p("b1.jsonl"))).last().map(|c| c.0),
+        Some(15)
+    );
+
+    // Refused, and the state is kept: a recipe flag beside --resume, another corpus.
+    let flag = bench(&["train", "--resume", &p("b.state"), "--steps", "50"]);
+    assert!(!flag.status.success());
+    assert!(
+        text(&flag).contains("cannot be used with"),
+        "{}",
+        text(&flag)
+    );
+    let wrong = bench(&[
+        "train",
+        "--resume",
+        &p("b.state"),
+        "--device",
+        "cpu",
+        "--corpus",
+        &other,
+    ]);
+    assert!(!wrong.status.success());
+    assert!(
+        text(&wrong).contains("not the corpus this run trained on"),
+        "{}",
+        text(&wrong)
+    );
+    let bad_stop = bench(&[
+        "train",
+        "--resume",
+        &p("b.state"),
+        "--device",
+        "cpu",
+        "--corpus",
+        &corpus,
+        "--stop-at",
+        "12",
+    ]);
+    assert!(!bad_stop.status.success(), "{}", text(&bad_stop));
+
+    let rest = bench(&[
+        "train",
+        "--resume",
+        &p("b.state"),
+        "--device",
+        "cpu",
+        "--corpus",
+        &corpus,
+        "--out",
+        &p("b.tsa"),
+        "--log",
+        &p("b.jsonl"),
+    ]);
+    assert!(rest.status.success(), "{}", text(&rest));
+    assert!(text(&rest).contains("resuming"), "{}", text(&rest));
+    assert!(
+        !Path::new(&p("b.state")).exists(),
+        "the state goes once the run completes"
+    );
+
+    let a = curve(Path::new(&p("a.jsonl")));
+    let b = curve(Path::new(&p("b.jsonl")));
+    assert_eq!(
+        b.iter().map(|c| c.0).collect::<Vec<_>>(),
+        vec![10, 15, 20, 30],
+        "the resumed log holds the whole curve, the stop included"
+    );
+    for (step, loss) in &a {
+        let resumed = b.iter().find(|c| c.0 == *step).map(|c| c.1);
+        assert!(
+            resumed.is_some_and(|l| (l - loss).abs() < 1e-6),
+            "step {step}: whole run {loss}, stopped and resumed {resumed:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
