@@ -4,10 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tsa_core::data::tasks::TaskSet;
+use tsa_core::data::{CharTokenizer, Corpus};
 use tsa_core::read::block_on;
 use tsa_core::{Execution, Recipe, Routing, evaluate, metrics};
 
@@ -16,7 +17,7 @@ use crate::report::{self, Series};
 use crate::tables::{
     ArmSpec, Dataset, EXIT_THRESHOLDS, MATCHED_ALPHA, MATCHED_ARM, Plot, Scale, Table,
 };
-use crate::train::{self, Data, RunResult};
+use crate::train::{self, Data, RunResult, Start, StateOut};
 
 #[derive(Args, Debug, Clone)]
 pub struct ReproduceArgs {
@@ -35,10 +36,15 @@ pub struct ReproduceArgs {
     pub seed: u64,
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// Continue an interrupted reproduce (same flags): arms that finished are read back from
+    /// OUT/TABLE-arms/, and an arm stopped midway (Ctrl-C) continues from its training state.
+    /// Without it every arm trains afresh.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// One row of a reproduced table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Arm {
     pub task: String,
     pub model: String,
@@ -83,28 +89,53 @@ impl Shape {
 /// A synthetic task's training and held-out examples, generated from the seed.
 const TASK_EXAMPLES: (usize, usize) = (10_000, 1_000);
 
-fn load(data: Dataset, args: &ReproduceArgs, shape: &Shape) -> Result<Data> {
+/// An arm's data, with the corpus's vocabulary and checksum (for its training state).
+struct Loaded {
+    data: Data,
+    vocab: Option<CharTokenizer>,
+    corpus_crc: Option<u32>,
+}
+
+fn load(data: Dataset, args: &ReproduceArgs, shape: &Shape) -> Result<Loaded> {
     Ok(match data {
         Dataset::Shakespeare => {
             let ctx = shape.get(1, Routing::Dense).model.context;
-            Data::Lm(train::load_corpus(args.corpus.as_ref(), ctx)?)
+            let (path, bytes) = train::read_corpus(args.corpus.as_ref())?;
+            let corpus = Corpus::from_bytes(&bytes, ctx)
+                .with_context(|| format!("corpus {}", path.display()))?;
+            Loaded {
+                vocab: Some(corpus.tokenizer.clone()),
+                data: Data::Lm(corpus),
+                corpus_crc: Some(crc32fast::hash(&bytes)),
+            }
         }
         Dataset::Task(task) => {
             let (train, test) = TASK_EXAMPLES;
-            Data::Task(TaskSet::generate(task, train, test, args.seed))
+            Loaded {
+                data: Data::Task(TaskSet::generate(task, train, test, args.seed)),
+                vocab: None,
+                corpus_crc: None,
+            }
         }
     })
 }
 
+/// The recipe an arm trains with.
+fn arm_recipe(spec: &ArmSpec, data: &Data, shape: &Shape) -> Recipe {
+    let mut recipe = shape.get(data.vocab_size(), spec.routing);
+    recipe.train.skip_halted = spec.skip_halted;
+    recipe
+}
+
 fn train_arm(
     spec: &ArmSpec,
+    recipe: &Recipe,
     data: &Data,
-    shape: &Shape,
     device: &burn::tensor::Device,
+    start: Start,
+    state: &StateOut,
 ) -> Result<(Arm, RunResult)> {
     let (task, routing) = (spec.data.name(), spec.routing);
-    let mut recipe = shape.get(data.vocab_size(), routing);
-    recipe.train.skip_halted = spec.skip_halted;
     let r = train::run(
         &format!("{task}/{}", spec.label),
         data,
@@ -113,9 +144,16 @@ fn train_arm(
         recipe.eval_every,
         recipe.eval_batches,
         device,
-        train::Start::Fresh,
-        None,
+        start,
+        Some(state),
     )?;
+    if let Some(k) = r.stopped_at {
+        anyhow::bail!(
+            "stopped in arm {task}/{} at step {k}, its training state in {}: the same command with --resume continues (finished arms are kept)",
+            spec.label,
+            state.path.display()
+        );
+    }
     // Sparse inference itself (gather/scatter), with the scale the variant was trained for.
     let (sparse_val_loss, sparse_alpha) = if routing.has_routers() {
         let eval = data.eval_set(
@@ -297,6 +335,54 @@ fn arms_md(arms: &[Arm]) -> String {
     report::markdown(&header, &rows)
 }
 
+/// A finished arm, kept so that `--resume` need not train it again.
+#[derive(Serialize, Deserialize)]
+struct Finished {
+    /// What the arm trained (label, data, model, schedule): reused only for the same.
+    key: serde_json::Value,
+    /// Its row before early exit's threshold is chosen.
+    arm: Arm,
+    /// (step, validation loss).
+    curve: Vec<(f64, f64)>,
+    /// Early exit: (threshold, val loss, α) at each threshold.
+    exit_sweep: Vec<(f64, f64, f64)>,
+}
+
+/// The arm kept at `path`, if it trained what `key` describes.
+fn finished(path: &Path, key: &serde_json::Value) -> Option<Finished> {
+    let bytes = std::fs::read(path).ok()?;
+    match serde_json::from_slice::<Finished>(&bytes) {
+        Ok(done) if &done.key == key => Some(done),
+        Ok(_) => {
+            eprintln!("{}: kept for another recipe; trained again", path.display());
+            None
+        }
+        Err(e) => {
+            eprintln!("{}: unreadable ({e}); trained again", path.display());
+            None
+        }
+    }
+}
+
+/// An arm stopped midway, from its training state, if that state is for this recipe.
+fn resume_arm(path: &Path, recipe: &Recipe, device: &burn::tensor::Device) -> Result<Start> {
+    let (r, so_far) = train::read_state(path, device)?;
+    if r.meta.config != recipe.model || r.trainer.config != recipe.train {
+        anyhow::bail!(
+            "{} is the state of another recipe; run without --resume to train afresh",
+            path.display()
+        );
+    }
+    eprintln!(
+        "{}: resuming at step {} of {}",
+        so_far.label, r.trainer.step, recipe.train.steps
+    );
+    Ok(Start::Resume {
+        trainer: Box::new(r.trainer),
+        so_far,
+    })
+}
+
 /// Trains every arm of `args.table` in order and writes the report.
 pub fn main(args: &ReproduceArgs) -> Result<()> {
     let chosen = device::choose(args.device)?;
@@ -315,19 +401,87 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
     let mut extra_md = String::new();
     let mut exit_points = Vec::new();
     let mut matched_alpha = None;
+    let kept = dir.join(format!("{name}-arms"));
+    std::fs::create_dir_all(&kept).with_context(|| format!("cannot create {}", kept.display()))?;
+    train::stop_on_ctrl_c();
+    let mut index = 0;
     // A table's arms on the same data stand together, so each data set is loaded once.
     for group in spec.arms.chunk_by(|a, b| a.data == b.data) {
-        let data = load(group[0].data, args, &shape)?;
+        let loaded = load(group[0].data, args, &shape)?;
+        let data = &loaded.data;
         for spec_arm in group {
-            let (mut a, r) = train_arm(spec_arm, &data, &shape, &device)?;
+            index += 1;
+            let recipe = arm_recipe(spec_arm, data, &shape);
+            let key = serde_json::json!({
+                "label": spec_arm.label,
+                "data": spec_arm.data.name(),
+                "corpus_crc": loaded.corpus_crc,
+                "model": recipe.model,
+                "train": recipe.train,
+                "eval": [recipe.eval_every, recipe.eval_batches],
+            });
+            let done_path = kept.join(format!("{index:02}.json"));
+            let state = StateOut {
+                path: kept.join(format!("{index:02}.state")),
+                stop_at: None,
+                vocab: loaded.vocab.clone(),
+                task: match spec_arm.data {
+                    Dataset::Task(t) => Some(t),
+                    Dataset::Shakespeare => None,
+                },
+                corpus_crc: loaded.corpus_crc,
+            };
+            let done = match args.resume {
+                true => finished(&done_path, &key),
+                false => None,
+            };
+            let done = match done {
+                Some(done) => {
+                    eprintln!(
+                        "{}/{}: finished in an earlier run, read back from {}",
+                        spec_arm.data.name(),
+                        spec_arm.label,
+                        done_path.display()
+                    );
+                    done
+                }
+                None => {
+                    let start = match args.resume && state.path.exists() {
+                        true => resume_arm(&state.path, &recipe, &device)?,
+                        false => Start::Fresh,
+                    };
+                    let (a, r) = train_arm(spec_arm, &recipe, data, &device, start, &state)?;
+                    if state.path.exists() {
+                        std::fs::remove_file(&state.path)
+                            .with_context(|| format!("cannot remove {}", state.path.display()))?;
+                    }
+                    let exit_sweep = match spec_arm.routing {
+                        Routing::EarlyExit => exit_sweep(&r, data, &shape, &device)?,
+                        _ => Vec::new(),
+                    };
+                    let done = Finished {
+                        key,
+                        arm: a,
+                        curve: r
+                            .curve
+                            .iter()
+                            .map(|p| (p.step as f64, p.val_loss))
+                            .collect(),
+                        exit_sweep,
+                    };
+                    train::write_atomically(&done_path, &serde_json::to_vec_pretty(&done)?)?;
+                    done
+                }
+            };
+            let mut a = done.arm;
             if spec_arm.label == MATCHED_ARM {
                 matched_alpha = Some(a.alpha);
             }
             if spec_arm.routing == Routing::EarlyExit {
-                exit_points = exit_sweep(&r, &data, &shape, &device)?;
+                exit_points = done.exit_sweep;
                 extra_md.push_str(&report_exit_sweep(
                     &mut a,
-                    r.model.config.n_layers,
+                    recipe.model.n_layers,
                     &exit_points,
                     matched_alpha.unwrap_or(MATCHED_ALPHA),
                     &dir.join(format!("{name}-exit-sweep.svg")),
@@ -335,9 +489,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             }
             curves.push(Series {
                 name: format!("{} {}", a.task, a.model),
-                points: (r.curve.iter())
-                    .map(|p| (p.step as f64, p.val_loss))
-                    .collect(),
+                points: done.curve,
             });
             arms.push(a);
         }

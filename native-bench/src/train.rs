@@ -216,13 +216,8 @@ impl TrainArgs {
 /// Where batches come from (core's; `reproduce` names it through this module).
 pub use tsa_core::data::Data;
 
-pub fn load_corpus(path: Option<&PathBuf>, context: usize) -> Result<Corpus> {
-    let (path, bytes) = read_corpus(path)?;
-    Corpus::from_bytes(&bytes, context).with_context(|| format!("corpus {}", path.display()))
-}
-
 /// The corpus file's path and bytes.
-fn read_corpus(path: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
+pub fn read_corpus(path: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
     let path = crate::args::corpus_path(path);
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)", path.display()))?;
     Ok((path, bytes))
@@ -302,9 +297,40 @@ pub struct StateOut {
 /// Set by Ctrl-C (`main`): a run with a [`StateOut`] stops after the current step.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// Ctrl-C makes a run with a [`StateOut`] stop after the current step with its state written; a
+/// second Ctrl-C quits at once.
+pub fn stop_on_ctrl_c() {
+    let handler = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!(
+            "\ninterrupted: stopping after this step and writing the training state (Ctrl-C again quits at once)"
+        );
+    });
+    if let Err(e) = handler {
+        eprintln!("warning: Ctrl-C will not save the training state ({e})");
+    }
+}
+
+/// A stopped run's trainer and progress, from its training state at `path`.
+pub fn read_state(path: &Path, device: &Device) -> Result<(train_state::Resumed, Progress)> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut r =
+        train_state::from_bytes(&bytes, device).with_context(|| format!("{}", path.display()))?;
+    let so_far: Progress =
+        serde_json::from_value(std::mem::take(&mut r.extra)).with_context(|| {
+            format!(
+                "{}: not a training state written by `native-bench train`",
+                path.display()
+            )
+        })?;
+    Ok((r, so_far))
+}
+
 /// Writes `bytes` to `path` through a temporary file and a rename, so that a crash while
 /// writing leaves the previous file whole.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -584,15 +610,7 @@ fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
 
 /// A stopped run, from its training state at `path`.
 fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let r =
-        train_state::from_bytes(&bytes, device).with_context(|| format!("{}", path.display()))?;
-    let so_far: Progress = serde_json::from_value(r.extra).with_context(|| {
-        format!(
-            "{}: not a training state written by `native-bench train`",
-            path.display()
-        )
-    })?;
+    let (r, so_far) = read_state(path, device)?;
     let (model, train) = (r.meta.config.clone(), r.trainer.config.clone());
     let data = match (so_far.task, &r.meta.vocab) {
         (Some(task), _) => Data::Task(TaskSet::generate(task, 10_000, 1_000, train.seed)),
@@ -661,18 +679,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         task: plan.task,
         corpus_crc: plan.corpus_crc,
     };
-    // Ctrl-C: stop after the current step with everything written; a second one quits at once.
-    let handler = ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!(
-            "\ninterrupted: stopping after this step and writing the training state (Ctrl-C again quits at once)"
-        );
-    });
-    if let Err(e) = handler {
-        eprintln!("warning: Ctrl-C will not save the training state ({e})");
-    }
+    stop_on_ctrl_c();
     let r = run(
         &plan.label,
         &plan.data,

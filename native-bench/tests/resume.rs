@@ -34,15 +34,16 @@ fn curve(log: &Path) -> Vec<(u64, f64)> {
         .collect()
 }
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tsa-resume-{}", std::process::id()));
+/// A fresh directory of this test process for `test`.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tsa-resume-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
 
 #[test]
 fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
-    let dir = scratch();
+    let dir = scratch("train");
     let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let corpus = p("corpus.txt");
     std::fs::write(
@@ -181,5 +182,75 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
             "step {step}: whole run {loss}, stopped and resumed {resumed:?}"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reproduce_with_resume_reads_back_the_arms_that_finished() {
+    let dir = scratch("reproduce");
+    let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let corpus = p("corpus.txt");
+    std::fs::write(
+        &corpus,
+        "Now is the winter of our discontent\nMade glorious summer by this sun of York;\n"
+            .repeat(30),
+    )
+    .expect("corpus");
+    let out = p("results");
+    let reproduce = |extra: &[&str]| {
+        let mut args = vec![
+            "reproduce",
+            "table2",
+            "--scale",
+            "quick",
+            "--device",
+            "cpu",
+            "--corpus",
+            &corpus,
+            "--out",
+            &out,
+        ];
+        args.extend_from_slice(extra);
+        bench(&args)
+    };
+    let without_seconds = |path: &str| -> Vec<serde_json::Value> {
+        let arms: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("table written"))
+                .expect("JSON");
+        arms.into_iter()
+            .map(|mut a| {
+                a.as_object_mut()
+                    .expect("an arm is an object")
+                    .remove("seconds");
+                a
+            })
+            .collect()
+    };
+
+    let first = reproduce(&["--steps", "2"]);
+    assert!(first.status.success(), "{}", text(&first));
+    let table = p("results/table2.json");
+    let trained = without_seconds(&table);
+    assert_eq!(trained.len(), 2);
+
+    let again = reproduce(&["--steps", "2", "--resume"]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(
+        text(&again).matches("finished in an earlier run").count(),
+        2,
+        "{}",
+        text(&again)
+    );
+    assert_eq!(without_seconds(&table), trained, "read back, not retrained");
+
+    // Another budget is another recipe: nothing is reused.
+    let other = reproduce(&["--steps", "3", "--resume"]);
+    assert!(other.status.success(), "{}", text(&other));
+    assert_eq!(
+        text(&other).matches("kept for another recipe").count(),
+        2,
+        "{}",
+        text(&other)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
