@@ -423,6 +423,8 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             let done_path = kept.join(format!("{index:02}.json"));
             let state = StateOut {
                 path: kept.join(format!("{index:02}.state")),
+                out: None,
+                log: None,
                 stop_at: None,
                 vocab: loaded.vocab.clone(),
                 task: match spec_arm.data {

@@ -100,12 +100,14 @@ pub struct TrainArgs {
     pub eval_batches: Option<usize>,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceChoice,
-    /// Checkpoint out (loadable by the web app and by `--checkpoint` elsewhere).
-    #[arg(long, default_value = "results/model.tsa")]
-    pub out: PathBuf,
-    /// JSON log: one line per evaluation.
-    #[arg(long, default_value = "results/train-log.jsonl")]
-    pub log: PathBuf,
+    /// Checkpoint out, loadable by the web app and by `--checkpoint` elsewhere (default
+    /// results/model.tsa; with --resume, the stopped run's).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// JSON log, one line per evaluation (default results/train-log.jsonl; with --resume, the
+    /// stopped run's).
+    #[arg(long)]
+    pub log: Option<PathBuf>,
     /// Continue a stopped run from its training state (`--state`, written at every evaluation
     /// and when a run stops early). Model, recipe, step, optimiser and batch stream come from
     /// the state; the corpus must be the one it trained on.
@@ -116,8 +118,8 @@ pub struct TrainArgs {
     /// Ctrl-C does the same at the step it interrupts.
     #[arg(long)]
     pub stop_at: Option<usize>,
-    /// The training state's file (default: --out with the extension `.state`); removed when
-    /// the run completes.
+    /// The training state's file (default: --out with the extension `.state`; with --resume,
+    /// the file resumed from); removed when the run completes.
     #[arg(long)]
     pub state: Option<PathBuf>,
     /// Write every window this run trains and evaluates on (offsets into the corpus's train
@@ -160,12 +162,26 @@ const RECIPE_FLAGS: [&str; 28] = [
     "windows_out",
 ];
 
+/// Where a run writes: checkpoint, log, training state.
+struct Files {
+    out: PathBuf,
+    log: PathBuf,
+    state: PathBuf,
+}
+
 impl TrainArgs {
-    /// The training state's file.
-    pub fn state_path(&self) -> PathBuf {
-        self.state
-            .clone()
-            .unwrap_or_else(|| self.out.with_extension("state"))
+    /// The flags' files, else a resumed run's own (`prior`), else the defaults.
+    fn files(&self, prior: Option<&Progress>) -> Files {
+        let out = (self.out.clone())
+            .or_else(|| prior.and_then(|p| p.out.clone()))
+            .unwrap_or_else(|| PathBuf::from("results/model.tsa"));
+        let log = (self.log.clone())
+            .or_else(|| prior.and_then(|p| p.log.clone()))
+            .unwrap_or_else(|| PathBuf::from("results/train-log.jsonl"));
+        let state = (self.state.clone())
+            .or_else(|| self.resume.clone())
+            .unwrap_or_else(|| out.with_extension("state"));
+        Files { out, log, state }
     }
 
     pub fn routing(&self) -> Routing {
@@ -283,11 +299,19 @@ pub struct Progress {
     pub curve: Vec<EvalPoint>,
     /// Training seconds so far.
     pub seconds: f64,
+    /// The run's checkpoint and log files, where `train` wrote them (a resumed run keeps them).
+    #[serde(default)]
+    pub out: Option<PathBuf>,
+    #[serde(default)]
+    pub log: Option<PathBuf>,
 }
 
 /// Where and when `train` writes its training state (`reproduce` writes none).
 pub struct StateOut {
     pub path: PathBuf,
+    /// The checkpoint and log files to record in the state (`train`'s).
+    pub out: Option<PathBuf>,
+    pub log: Option<PathBuf>,
     pub stop_at: Option<usize>,
     pub vocab: Option<CharTokenizer>,
     pub task: Option<Task>,
@@ -473,6 +497,8 @@ pub fn run(
                     corpus_crc: out.corpus_crc,
                     curve: curve.clone(),
                     seconds: before + start.elapsed().as_secs_f64(),
+                    out: out.out.clone(),
+                    log: out.log.clone(),
                 };
                 let bytes = block_on(train_state::to_bytes(
                     &trainer,
@@ -507,6 +533,8 @@ pub fn run(
 /// A run ready to go: from flags, or from a training state.
 struct Plan {
     label: String,
+    /// A resumed run's progress (its files among it).
+    prior: Option<Progress>,
     data: Data,
     vocab: Option<CharTokenizer>,
     task: Option<Task>,
@@ -596,6 +624,7 @@ fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
     }
     Ok(Plan {
         label: model.routing.label(),
+        prior: None,
         data,
         vocab,
         task: args.task,
@@ -637,6 +666,7 @@ fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
     );
     Ok(Plan {
         label: so_far.label.clone(),
+        prior: Some(so_far.clone()),
         data,
         vocab: r.meta.vocab,
         task: so_far.task,
@@ -672,8 +702,11 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             train.steps
         );
     }
+    let files = args.files(plan.prior.as_ref());
     let out = StateOut {
-        path: args.state_path(),
+        path: files.state.clone(),
+        out: Some(files.out.clone()),
+        log: Some(files.log.clone()),
         stop_at: args.stop_at,
         vocab: plan.vocab.clone(),
         task: plan.task,
@@ -698,11 +731,8 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         step: r.step,
     };
     let bytes = block_on(checkpoint::to_bytes(&r.model, &meta))?;
-    write_atomically(&args.out, &bytes)?;
-    if let Some(dir) = args.log.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.log, crate::report::json_lines(&r.curve)?)?;
+    write_atomically(&files.out, &bytes)?;
+    write_atomically(&files.log, crate::report::json_lines(&r.curve)?.as_bytes())?;
     println!(
         "{}: {} params, {:.0} s; val loss {:.4} (bpc {:.3}), soft α {:.3}, accuracy {:.4}{}\ncheckpoint {}  log {}",
         plan.label,
@@ -719,8 +749,8 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             h.alpha,
             100.0 * h.tlops_saved
         )),
-        args.out.display(),
-        args.log.display()
+        files.out.display(),
+        files.log.display()
     );
     match r.stopped_at {
         Some(k) => println!(

@@ -148,6 +148,7 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
     ]);
     assert!(!bad_stop.status.success(), "{}", text(&bad_stop));
 
+    // Without --out and --log: the stopped run's own files.
     let rest = bench(&[
         "train",
         "--resume",
@@ -156,10 +157,6 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
         "cpu",
         "--corpus",
         &corpus,
-        "--out",
-        &p("b.tsa"),
-        "--log",
-        &p("b.jsonl"),
     ]);
     assert!(rest.status.success(), "{}", text(&rest));
     assert!(text(&rest).contains("resuming"), "{}", text(&rest));
@@ -169,7 +166,7 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
     );
 
     let a = curve(Path::new(&p("a.jsonl")));
-    let b = curve(Path::new(&p("b.jsonl")));
+    let b = curve(Path::new(&p("b1.jsonl")));
     assert_eq!(
         b.iter().map(|c| c.0).collect::<Vec<_>>(),
         vec![10, 15, 20, 30],
