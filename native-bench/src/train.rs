@@ -640,6 +640,14 @@ fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
 /// A stopped run, from its training state at `path`.
 fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
     let (r, so_far) = read_state(path, device)?;
+    if r.trainer.step >= r.trainer.config.steps {
+        anyhow::bail!(
+            "{}: the run is complete ({} of {} steps); nothing to resume",
+            path.display(),
+            r.trainer.step,
+            r.trainer.config.steps
+        );
+    }
     let (model, train) = (r.meta.config.clone(), r.trainer.config.clone());
     let data = match (so_far.task, &r.meta.vocab) {
         (Some(task), _) => Data::Task(TaskSet::generate(task, 10_000, 1_000, train.seed)),
