@@ -88,10 +88,15 @@ pub fn from_bytes(bytes: &[u8], device: &Device) -> Result<(TsaModel, Checkpoint
 }
 
 fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
-    // A training state holds a whole checkpoint: every reader of checkpoints reads it too.
-    if crate::train_state::is_state(bytes) {
-        return split(crate::train_state::checkpoint_bytes(bytes)?);
+    // A training state holds a whole checkpoint: every reader of checkpoints reads it too (one
+    // level: a state inside a state fails the magic check below).
+    match crate::train_state::is_state(bytes) {
+        true => split_checkpoint(crate::train_state::checkpoint_bytes(bytes)?),
+        false => split_checkpoint(bytes),
     }
+}
+
+fn split_checkpoint(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
     if bytes.len() < MAGIC.len() + 4 + 8 + 4 {
         return Err(bad(format!(
             "file too short ({} bytes) to be a checkpoint",

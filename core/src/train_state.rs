@@ -91,11 +91,11 @@ fn split(bytes: &[u8]) -> Result<(StateHeader, &[u8], &[u8])> {
         return Err(bad("checksum mismatch: the file is truncated or corrupt"));
     }
     let mut at = MAGIC.len();
-    let header_len = le(take(body, &mut at, 4, "header length")?);
+    let header_len = length(take(body, &mut at, 4, "header length")?)?;
     let header = take(body, &mut at, header_len, "header")?;
-    let model_len = le(take(body, &mut at, 8, "checkpoint length")?);
+    let model_len = length(take(body, &mut at, 8, "checkpoint length")?)?;
     let model = take(body, &mut at, model_len, "checkpoint")?;
-    let optim_len = le(take(body, &mut at, 8, "optimiser length")?);
+    let optim_len = length(take(body, &mut at, 8, "optimiser length")?)?;
     let optim = take(body, &mut at, optim_len, "optimiser state")?;
     if at != body.len() {
         return Err(bad("trailing bytes after the optimiser state"));
@@ -114,9 +114,11 @@ fn take<'a>(body: &'a [u8], at: &mut usize, len: usize, what: &str) -> Result<&'
     Ok(part)
 }
 
-/// A little-endian length.
-fn le(bytes: &[u8]) -> usize {
-    bytes.iter().rev().fold(0, |n, &b| (n << 8) | b as usize)
+/// A little-endian length of 4 or 8 bytes (one this platform cannot address is an error).
+fn length(bytes: &[u8]) -> Result<usize> {
+    let mut le = [0u8; 8];
+    le[..bytes.len()].copy_from_slice(bytes);
+    usize::try_from(u64::from_le_bytes(le)).map_err(|_| bad("a length beyond this platform"))
 }
 
 /// The checkpoint inside a training state (what `checkpoint::from_bytes` reads from one).
@@ -131,7 +133,10 @@ pub struct Resumed {
     pub extra: serde_json::Value,
 }
 
-/// Rebuilds the trainer on `device` (autodiff is added if missing). The device's random stream
+/// Rebuilds the trainer on `device` (autodiff is added if missing). The optimiser's moments are
+/// read onto Burn's default device (Burn's record API takes none; `BURN_DEVICE` chooses it, and
+/// native-bench sets flex; otherwise wgpu where it is compiled in, which then needs an adapter)
+/// and move to the parameters' device at the next step. The device's random stream
 /// (dropout, Gumbel noise) is reseeded from the config's seed and the step: a resumed run draws
 /// the same *kind* of noise as an uninterrupted one, not the same values; without such noise
 /// it continues exactly as the uninterrupted run would (tested).

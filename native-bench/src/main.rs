@@ -8,6 +8,7 @@ mod device;
 mod eval;
 mod report;
 mod reproduce;
+mod resume;
 mod sample;
 mod tables;
 mod throughput;

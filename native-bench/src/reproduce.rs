@@ -14,10 +14,11 @@ use tsa_core::{Execution, Recipe, Routing, evaluate, metrics};
 
 use crate::device::{self, DeviceChoice};
 use crate::report::{self, Series};
+use crate::resume::{self, Start, StateOut};
 use crate::tables::{
     ArmSpec, Dataset, EXIT_THRESHOLDS, MATCHED_ALPHA, MATCHED_ARM, Plot, Scale, Table,
 };
-use crate::train::{self, Data, RunResult, Start, StateOut};
+use crate::train::{self, Data, RunResult, TASK_EXAMPLES};
 
 #[derive(Args, Debug, Clone)]
 pub struct ReproduceArgs {
@@ -86,13 +87,11 @@ impl Shape {
     }
 }
 
-/// A synthetic task's training and held-out examples, generated from the seed.
-const TASK_EXAMPLES: (usize, usize) = (10_000, 1_000);
-
 /// An arm's data, with the corpus's vocabulary and checksum (for its training state).
 struct Loaded {
     data: Data,
     vocab: Option<CharTokenizer>,
+    corpus: Option<PathBuf>,
     corpus_crc: Option<u32>,
 }
 
@@ -106,6 +105,7 @@ fn load(data: Dataset, args: &ReproduceArgs, shape: &Shape) -> Result<Loaded> {
             Loaded {
                 vocab: Some(corpus.tokenizer.clone()),
                 data: Data::Lm(corpus),
+                corpus: Some(resume::absolute(&path)),
                 corpus_crc: Some(crc32fast::hash(&bytes)),
             }
         }
@@ -114,6 +114,7 @@ fn load(data: Dataset, args: &ReproduceArgs, shape: &Shape) -> Result<Loaded> {
             Loaded {
                 data: Data::Task(TaskSet::generate(task, train, test, args.seed)),
                 vocab: None,
+                corpus: None,
                 corpus_crc: None,
             }
         }
@@ -145,7 +146,7 @@ fn train_arm(
         recipe.eval_batches,
         device,
         start,
-        Some(state),
+        state,
     )?;
     if let Some(k) = r.stopped_at {
         anyhow::bail!(
@@ -338,8 +339,9 @@ fn arms_md(arms: &[Arm]) -> String {
 /// A finished arm, kept so that `--resume` need not train it again.
 #[derive(Serialize, Deserialize)]
 struct Finished {
-    /// What the arm trained (label, data, model, schedule): reused only for the same.
-    key: serde_json::Value,
+    /// What the arm trained (label, data, model, schedule, device) as JSON: reused only for
+    /// the same.
+    key: String,
     /// Its row before early exit's threshold is chosen.
     arm: Arm,
     /// (step, validation loss).
@@ -349,10 +351,10 @@ struct Finished {
 }
 
 /// The arm kept at `path`, if it trained what `key` describes.
-fn finished(path: &Path, key: &serde_json::Value) -> Option<Finished> {
+fn finished(path: &Path, key: &str) -> Option<Finished> {
     let bytes = std::fs::read(path).ok()?;
     match serde_json::from_slice::<Finished>(&bytes) {
-        Ok(done) if &done.key == key => Some(done),
+        Ok(done) if done.key == key => Some(done),
         Ok(_) => {
             eprintln!("{}: kept for another recipe; trained again", path.display());
             None
@@ -364,14 +366,21 @@ fn finished(path: &Path, key: &serde_json::Value) -> Option<Finished> {
     }
 }
 
-/// An arm stopped midway, from its training state, if that state is for this recipe.
-fn resume_arm(path: &Path, recipe: &Recipe, device: &burn::tensor::Device) -> Result<Start> {
-    let (r, so_far) = train::read_state(path, device)?;
-    if r.meta.config != recipe.model || r.trainer.config != recipe.train {
-        anyhow::bail!(
-            "{} is the state of another recipe; run without --resume to train afresh",
+/// An arm stopped midway, from its training state, if that state is of this arm's recipe and
+/// data; otherwise the arm trains afresh.
+fn resume_arm(state: &StateOut, recipe: &Recipe, device: &burn::tensor::Device) -> Result<Start> {
+    let path = &state.path;
+    let (r, so_far) = resume::read_state(path, device)?;
+    let same = r.meta.config == recipe.model
+        && r.trainer.config == recipe.train
+        && (so_far.eval_every, so_far.eval_batches) == (recipe.eval_every, recipe.eval_batches)
+        && (so_far.task, so_far.corpus_crc) == (state.task, state.corpus_crc);
+    if !same {
+        eprintln!(
+            "{}: the state of another recipe or data; trained afresh",
             path.display()
         );
+        return Ok(Start::Fresh);
     }
     eprintln!(
         "{}: resuming at step {} of {}",
@@ -381,6 +390,15 @@ fn resume_arm(path: &Path, recipe: &Recipe, device: &burn::tensor::Device) -> Re
         trainer: Box::new(r.trainer),
         so_far,
     })
+}
+
+fn remove_if_there(path: &Path) -> Result<()> {
+    match path.exists() {
+        true => {
+            std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))
+        }
+        false => Ok(()),
+    }
 }
 
 /// Trains every arm of `args.table` in order and writes the report.
@@ -403,7 +421,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
     let mut matched_alpha = None;
     let kept = dir.join(format!("{name}-arms"));
     std::fs::create_dir_all(&kept).with_context(|| format!("cannot create {}", kept.display()))?;
-    train::stop_on_ctrl_c();
+    resume::stop_on_ctrl_c();
     let mut index = 0;
     // A table's arms on the same data stand together, so each data set is loaded once.
     for group in spec.arms.chunk_by(|a, b| a.data == b.data) {
@@ -411,20 +429,30 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         let data = &loaded.data;
         for spec_arm in group {
             index += 1;
+            if resume::interrupted() {
+                anyhow::bail!(
+                    "interrupted before arm {}/{}: the same command with --resume continues (finished arms are kept)",
+                    spec_arm.data.name(),
+                    spec_arm.label
+                );
+            }
             let recipe = arm_recipe(spec_arm, data, &shape);
-            let key = serde_json::json!({
+            // Compared as text: what was written is what is compared (no float parsed back).
+            let key = serde_json::to_string(&serde_json::json!({
                 "label": spec_arm.label,
                 "data": spec_arm.data.name(),
                 "corpus_crc": loaded.corpus_crc,
                 "model": recipe.model,
                 "train": recipe.train,
                 "eval": [recipe.eval_every, recipe.eval_batches],
-            });
+                "device": chosen.name,
+            }))?;
             let done_path = kept.join(format!("{index:02}.json"));
             let state = StateOut {
                 path: kept.join(format!("{index:02}.state")),
                 out: None,
                 log: None,
+                corpus: loaded.corpus.clone(),
                 stop_at: None,
                 vocab: loaded.vocab.clone(),
                 task: match spec_arm.data {
@@ -439,6 +467,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             };
             let done = match done {
                 Some(done) => {
+                    remove_if_there(&state.path)?;
                     eprintln!(
                         "{}/{}: finished in an earlier run, read back from {}",
                         spec_arm.data.name(),
@@ -449,14 +478,10 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
                 }
                 None => {
                     let start = match args.resume && state.path.exists() {
-                        true => resume_arm(&state.path, &recipe, &device)?,
+                        true => resume_arm(&state, &recipe, &device)?,
                         false => Start::Fresh,
                     };
                     let (a, r) = train_arm(spec_arm, &recipe, data, &device, start, &state)?;
-                    if state.path.exists() {
-                        std::fs::remove_file(&state.path)
-                            .with_context(|| format!("cannot remove {}", state.path.display()))?;
-                    }
                     let exit_sweep = match spec_arm.routing {
                         Routing::EarlyExit => exit_sweep(&r, data, &shape, &device)?,
                         _ => Vec::new(),
@@ -471,7 +496,9 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
                             .collect(),
                         exit_sweep,
                     };
-                    train::write_atomically(&done_path, &serde_json::to_vec_pretty(&done)?)?;
+                    // Kept before its state goes: a stop in between loses nothing.
+                    resume::write_atomically(&done_path, &serde_json::to_vec_pretty(&done)?)?;
+                    remove_if_there(&state.path)?;
                     done
                 }
             };

@@ -2,7 +2,6 @@
 //! evaluation, a checkpoint and a JSON log. `reproduce` runs its arms through [`run`].
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -18,11 +17,17 @@ use tsa_core::data::{CharTokenizer, Corpus};
 use tsa_core::read::block_on;
 use tsa_core::{
     EvalStats, Execution, InitScheme, Preset, Recipe, Routing, RoutingKind, TrainConfig, Trainer,
-    TsaConfig, TsaGate, TsaModel, evaluate, train_state,
+    TsaConfig, TsaGate, TsaModel, evaluate,
 };
 
 use crate::args::ShapeArgs;
 use crate::device::{self, DeviceChoice};
+use crate::resume::{
+    Progress, Start, StateOut, absolute, interrupted, read_state, stop_on_ctrl_c, write_atomically,
+};
+
+/// A synthetic task's training and held-out examples, generated from the seed.
+pub const TASK_EXAMPLES: (usize, usize) = (10_000, 1_000);
 
 #[derive(Args, Debug, Clone)]
 pub struct TrainArgs {
@@ -275,98 +280,9 @@ pub struct RunResult {
     pub stopped_at: Option<usize>,
 }
 
-/// How a run begins.
-pub enum Start {
-    Fresh,
-    /// From these weights (`--init-from`), at step 0.
-    Weights(Box<TsaModel>),
-    /// Where a stopped run stopped (`--resume`).
-    Resume {
-        trainer: Box<Trainer>,
-        so_far: Progress,
-    },
-}
-
-/// What `train` keeps in a training state besides the trainer (core's `extra`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Progress {
-    pub label: String,
-    pub eval_every: usize,
-    pub eval_batches: usize,
-    pub task: Option<Task>,
-    /// CRC-32 of the corpus file (corpus runs): a resumed run must read the same text.
-    pub corpus_crc: Option<u32>,
-    pub curve: Vec<EvalPoint>,
-    /// Training seconds so far.
-    pub seconds: f64,
-    /// The run's checkpoint and log files, where `train` wrote them (a resumed run keeps them).
-    #[serde(default)]
-    pub out: Option<PathBuf>,
-    #[serde(default)]
-    pub log: Option<PathBuf>,
-}
-
-/// Where and when `train` writes its training state (`reproduce` writes none).
-pub struct StateOut {
-    pub path: PathBuf,
-    /// The checkpoint and log files to record in the state (`train`'s).
-    pub out: Option<PathBuf>,
-    pub log: Option<PathBuf>,
-    pub stop_at: Option<usize>,
-    pub vocab: Option<CharTokenizer>,
-    pub task: Option<Task>,
-    pub corpus_crc: Option<u32>,
-}
-
-/// Set by Ctrl-C (`main`): a run with a [`StateOut`] stops after the current step.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Ctrl-C makes a run with a [`StateOut`] stop after the current step with its state written; a
-/// second Ctrl-C quits at once.
-pub fn stop_on_ctrl_c() {
-    let handler = ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!(
-            "\ninterrupted: stopping after this step and writing the training state (Ctrl-C again quits at once)"
-        );
-    });
-    if let Err(e) = handler {
-        eprintln!("warning: Ctrl-C will not save the training state ({e})");
-    }
-}
-
-/// A stopped run's trainer and progress, from its training state at `path`.
-pub fn read_state(path: &Path, device: &Device) -> Result<(train_state::Resumed, Progress)> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut r =
-        train_state::from_bytes(&bytes, device).with_context(|| format!("{}", path.display()))?;
-    let so_far: Progress =
-        serde_json::from_value(std::mem::take(&mut r.extra)).with_context(|| {
-            format!(
-                "{}: not a training state written by `native-bench train`",
-                path.display()
-            )
-        })?;
-    Ok((r, so_far))
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, so that a crash while
-/// writing leaves the previous file whole.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Trains one model (from `start`) and evaluates it every `eval_every` steps and at the end;
-/// with `state`, writes the training state at every evaluation and stops early when asked.
+/// Trains one model (from `start`) and evaluates it every `eval_every` steps and at the end,
+/// writing its training state at every evaluation before the last, and stops early when asked
+/// (`--stop-at`, Ctrl-C) with an evaluation and the state written.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     label: &str,
@@ -377,7 +293,7 @@ pub fn run(
     eval_batches: usize,
     device: &Device,
     start: Start,
-    state: Option<&StateOut>,
+    state: &StateOut,
 ) -> Result<RunResult> {
     let (mut trainer, mut curve, before) = match start {
         Start::Fresh => (Trainer::new(model, train.clone(), device)?, Vec::new(), 0.0),
@@ -415,16 +331,18 @@ pub fn run(
     pb.reset_eta();
     let start = Instant::now();
     let mut last = None;
-    let mut saved = None;
+    // The last state on disk: a resumed run's own, until this run writes one.
+    let mut saved = (first > 0 && state.path.exists()).then_some(first);
     let mut stopped_at = None;
     for s in first..train.steps {
         let batch = data.train_batch(train.batch_size, model.context, &mut rng, &ad);
-        let st = block_on(trainer.step(&batch)).with_context(|| match (saved, state) {
-            (Some(k), Some(out)) => format!(
-                "{label}: training stopped; the training state of step {k} is in {} (--resume continues from it)",
-                out.path.display()
+        let st = block_on(trainer.step(&batch)).with_context(|| match saved {
+            Some(k) => format!(
+                "{label}: training stopped; the training state of step {k} is in {} (a checkpoint \
+                 for eval and sample; resuming replays the same batches)",
+                state.path.display()
             ),
-            _ => format!("{label}: training stopped"),
+            None => format!("{label}: training stopped"),
         })?;
         let tps = ((st.step - first) * batch.inputs.dims().iter().product::<usize>()) as f64
             / start.elapsed().as_secs_f64();
@@ -433,10 +351,7 @@ pub fn run(
             st.task_loss, st.alpha, st.executed_alpha, tps
         ));
         pb.inc(1);
-        let stop = state.is_some_and(|out| {
-            st.step < train.steps
-                && (out.stop_at == Some(st.step) || INTERRUPTED.load(Ordering::SeqCst))
-        });
+        let stop = st.step < train.steps && (state.stop_at == Some(st.step) || interrupted());
         if st.step % eval_every == 0 || s + 1 == train.steps || stop {
             let inference = trainer.inference_model();
             let ev = block_on(evaluate(&inference, &eval, Execution::Soft))?;
@@ -488,24 +403,9 @@ pub fn run(
             });
             last = Some((ev, hard));
             // The last step's state is not needed: the run is complete.
-            if let Some(out) = state.filter(|_| st.step < train.steps) {
-                let progress = Progress {
-                    label: label.to_string(),
-                    eval_every,
-                    eval_batches,
-                    task: out.task,
-                    corpus_crc: out.corpus_crc,
-                    curve: curve.clone(),
-                    seconds: before + start.elapsed().as_secs_f64(),
-                    out: out.out.clone(),
-                    log: out.log.clone(),
-                };
-                let bytes = block_on(train_state::to_bytes(
-                    &trainer,
-                    out.vocab.clone(),
-                    serde_json::to_value(&progress)?,
-                ))?;
-                write_atomically(&out.path, &bytes)?;
+            if st.step < train.steps {
+                let seconds = before + start.elapsed().as_secs_f64();
+                state.write(&trainer, label, (eval_every, eval_batches), &curve, seconds)?;
                 saved = Some(st.step);
             }
         }
@@ -538,6 +438,7 @@ struct Plan {
     data: Data,
     vocab: Option<CharTokenizer>,
     task: Option<Task>,
+    corpus: Option<PathBuf>,
     corpus_crc: Option<u32>,
     model: TsaConfig,
     train: TrainConfig,
@@ -548,9 +449,15 @@ struct Plan {
 
 /// A new run from the flags.
 fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
-    let (data, vocab, corpus_crc) = match args.task {
+    let (data, vocab, corpus, corpus_crc) = match args.task {
         Some(task) => (
-            Data::Task(TaskSet::generate(task, 10_000, 1_000, args.seed)),
+            Data::Task(TaskSet::generate(
+                task,
+                TASK_EXAMPLES.0,
+                TASK_EXAMPLES.1,
+                args.seed,
+            )),
+            None,
             None,
             None,
         ),
@@ -560,7 +467,8 @@ fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
             let c = Corpus::from_bytes(&bytes, ctx)
                 .with_context(|| format!("corpus {}", path.display()))?;
             let tok = c.tokenizer.clone();
-            (Data::Lm(c), Some(tok), Some(crc32fast::hash(&bytes)))
+            let crc = crc32fast::hash(&bytes);
+            (Data::Lm(c), Some(tok), Some(absolute(&path)), Some(crc))
         }
     };
     let recipe = args.recipe(data.vocab_size());
@@ -608,26 +516,13 @@ fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
             crate::args::load_checkpoint(path, &device.clone().autodiff())?.0,
         )),
     };
-    if let Some(path) = &args.windows_out {
-        let Data::Lm(corpus) = &data else {
-            anyhow::bail!("--windows-out records a corpus's windows; a synthetic task has none");
-        };
-        let log = corpus.window_log(
-            train.steps,
-            train.batch_size,
-            model.context,
-            train.seed,
-            recipe.eval_batches,
-        );
-        std::fs::write(path, serde_json::to_string(&log)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
     Ok(Plan {
         label: model.routing.label(),
         prior: None,
         data,
         vocab,
         task: args.task,
+        corpus,
         corpus_crc,
         model,
         train,
@@ -650,9 +545,16 @@ fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
     }
     let (model, train) = (r.meta.config.clone(), r.trainer.config.clone());
     let data = match (so_far.task, &r.meta.vocab) {
-        (Some(task), _) => Data::Task(TaskSet::generate(task, 10_000, 1_000, train.seed)),
+        (Some(task), _) => Data::Task(TaskSet::generate(
+            task,
+            TASK_EXAMPLES.0,
+            TASK_EXAMPLES.1,
+            train.seed,
+        )),
         (None, Some(vocab)) => {
-            let (corpus, text) = read_corpus(args.corpus.as_ref())?;
+            // The corpus it trained on, unless another path to it is given.
+            let given = args.corpus.clone().or_else(|| so_far.corpus.clone());
+            let (corpus, text) = read_corpus(given.as_ref())?;
             if so_far.corpus_crc != Some(crc32fast::hash(&text)) {
                 anyhow::bail!(
                     "{} is not the corpus this run trained on (its checksum differs); pass that one with --corpus",
@@ -678,6 +580,7 @@ fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
         data,
         vocab: r.meta.vocab,
         task: so_far.task,
+        corpus: so_far.corpus.clone(),
         corpus_crc: so_far.corpus_crc,
         model,
         train,
@@ -711,14 +614,44 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         );
     }
     let files = args.files(plan.prior.as_ref());
+    if files.state == files.out || files.state == files.log {
+        anyhow::bail!(
+            "--state {} would overwrite the run's checkpoint or log",
+            files.state.display()
+        );
+    }
+    // A stopped run's state is not overwritten by a new run (it would be lost): resume it, or
+    // remove it first.
+    if args.resume.is_none() && files.state.exists() {
+        anyhow::bail!(
+            "{} holds a stopped run's training state: continue it with `native-bench train --resume {}`, or delete it to start afresh",
+            files.state.display(),
+            files.state.display()
+        );
+    }
+    if let Some(path) = &args.windows_out {
+        let Data::Lm(corpus) = &plan.data else {
+            anyhow::bail!("--windows-out records a corpus's windows; a synthetic task has none");
+        };
+        let log = corpus.window_log(
+            train.steps,
+            train.batch_size,
+            model.context,
+            train.seed,
+            plan.eval_batches,
+        );
+        std::fs::write(path, serde_json::to_string(&log)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let out = StateOut {
         path: files.state.clone(),
-        out: Some(files.out.clone()),
-        log: Some(files.log.clone()),
         stop_at: args.stop_at,
         vocab: plan.vocab.clone(),
         task: plan.task,
+        corpus: plan.corpus.clone(),
         corpus_crc: plan.corpus_crc,
+        out: Some(absolute(&files.out)),
+        log: Some(absolute(&files.log)),
     };
     stop_on_ctrl_c();
     let r = run(
@@ -730,7 +663,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         plan.eval_batches,
         &chosen.device,
         plan.start,
-        Some(&out),
+        &out,
     )?;
 
     let meta = CheckpointMeta {
@@ -767,7 +700,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             out.path.display(),
             out.path.display()
         ),
-        // Complete: the state has served its purpose.
+        // Complete: the state (this run's, or the one it resumed) has served its purpose.
         None if out.path.exists() => std::fs::remove_file(&out.path)
             .with_context(|| format!("cannot remove {}", out.path.display()))?,
         None => {}

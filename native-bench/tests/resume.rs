@@ -37,6 +37,7 @@ fn curve(log: &Path) -> Vec<(u64, f64)> {
 /// A fresh directory of this test process for `test`.
 fn scratch(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tsa-resume-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir); // a failed run's leftovers under a reused pid
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
@@ -112,7 +113,15 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
         Some(15)
     );
 
-    // Refused, and the state is kept: a recipe flag beside --resume, another corpus.
+    // Refused, and the state is kept: a new run over it, a recipe flag beside --resume,
+    // another corpus.
+    let over = train(&["--out", &p("b.tsa"), "--log", &p("b2.jsonl")]);
+    assert!(!over.status.success());
+    assert!(
+        text(&over).contains("holds a stopped run's training state"),
+        "{}",
+        text(&over)
+    );
     let flag = bench(&["train", "--resume", &p("b.state"), "--steps", "50"]);
     assert!(!flag.status.success());
     assert!(
@@ -183,7 +192,7 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
 }
 
 #[test]
-fn reproduce_with_resume_reads_back_the_arms_that_finished() {
+fn reproduce_with_resume_continues_a_stopped_arm_and_reads_back_finished_ones() {
     let dir = scratch("reproduce");
     let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let corpus = p("corpus.txt");
@@ -197,7 +206,7 @@ fn reproduce_with_resume_reads_back_the_arms_that_finished() {
     let reproduce = |extra: &[&str]| {
         let mut args = vec![
             "reproduce",
-            "table2",
+            "table4",
             "--scale",
             "quick",
             "--device",
@@ -224,28 +233,68 @@ fn reproduce_with_resume_reads_back_the_arms_that_finished() {
             .collect()
     };
 
-    let first = reproduce(&["--steps", "2"]);
-    assert!(first.status.success(), "{}", text(&first));
-    let table = p("results/table2.json");
-    let trained = without_seconds(&table);
-    assert_eq!(trained.len(), 2);
+    // Table 4's first arm (the dense baseline) stopped at step 1 of 3, as Ctrl-C leaves it: the
+    // same recipe trained by `train`, its state where reproduce keeps the arm's.
+    let arm_state = p("results/table4-arms/01.state");
+    let stopped = bench(&[
+        "train",
+        "--recipe",
+        "quick",
+        "--routing",
+        "dense",
+        "--steps",
+        "3",
+        "--stop-at",
+        "1",
+        "--device",
+        "cpu",
+        "--corpus",
+        &corpus,
+        "--out",
+        &p("dense.tsa"),
+        "--log",
+        &p("dense.jsonl"),
+        "--state",
+        &arm_state,
+    ]);
+    assert!(stopped.status.success(), "{}", text(&stopped));
 
-    let again = reproduce(&["--steps", "2", "--resume"]);
+    let first = reproduce(&["--steps", "3", "--resume"]);
+    assert!(first.status.success(), "{}", text(&first));
+    assert!(
+        text(&first).contains("resuming at step 1 of 3"),
+        "{}",
+        text(&first)
+    );
+    assert!(
+        !Path::new(&arm_state).exists(),
+        "a finished arm's state goes"
+    );
+    let table = p("results/table4.json");
+    let trained = without_seconds(&table);
+    assert_eq!(trained.len(), 3);
+    assert!(
+        trained[2]["threshold"].is_number(),
+        "early exit's threshold: {:?}",
+        trained[2]
+    );
+
+    let again = reproduce(&["--steps", "3", "--resume"]);
     assert!(again.status.success(), "{}", text(&again));
     assert_eq!(
         text(&again).matches("finished in an earlier run").count(),
-        2,
+        3,
         "{}",
         text(&again)
     );
     assert_eq!(without_seconds(&table), trained, "read back, not retrained");
 
     // Another budget is another recipe: nothing is reused.
-    let other = reproduce(&["--steps", "3", "--resume"]);
+    let other = reproduce(&["--steps", "4", "--resume"]);
     assert!(other.status.success(), "{}", text(&other));
     assert_eq!(
         text(&other).matches("kept for another recipe").count(),
-        2,
+        3,
         "{}",
         text(&other)
     );

@@ -93,7 +93,7 @@ pub fn Files() -> impl IntoView {
                     "Upload checkpoint "
                     <input
                         type="file"
-                        accept=".tsa,application/octet-stream"
+                        accept=".tsa,.state,application/octet-stream"
                         data-testid="checkpoint-upload"
                         on:change=move |ev| {
                             on_file(ctx, &ev, move |_, bytes| {
