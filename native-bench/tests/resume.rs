@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn bench(args: &[&str]) -> Output {
+fn bench<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_native-bench"))
         .args(args)
         .output()
@@ -17,6 +17,16 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// Runs native-bench with `args`, expecting a refusal whose message says `why`.
+fn refused<S: AsRef<std::ffi::OsStr>>(args: &[S], why: &str) {
+    let o = bench(args);
+    assert!(
+        !o.status.success() && text(&o).contains(why),
+        "expected a refusal saying {why:?}: {}",
+        text(&o)
+    );
 }
 
 /// (step, val_loss) of each line of a training log.
@@ -34,6 +44,14 @@ fn curve(log: &Path) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// A small corpus written in `dir`; its path.
+fn corpus_in(dir: &Path) -> String {
+    let path = dir.join("corpus.txt");
+    let text = "Now is the winter of our discontent\nMade glorious summer by this sun of York;\n";
+    std::fs::write(&path, text.repeat(30)).expect("corpus");
+    path.to_string_lossy().into_owned()
+}
+
 /// A fresh directory of this test process for `test`.
 fn scratch(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tsa-resume-{}-{test}", std::process::id()));
@@ -46,13 +64,7 @@ fn scratch(test: &str) -> PathBuf {
 fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
     let dir = scratch("train");
     let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    let corpus = p("corpus.txt");
-    std::fs::write(
-        &corpus,
-        "Now is the winter of our discontent\nMade glorious summer by this sun of York;\n"
-            .repeat(30),
-    )
-    .expect("corpus");
+    let corpus = corpus_in(&dir);
     let other = p("other.txt");
     std::fs::write(
         &other,
@@ -115,47 +127,31 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
 
     // Refused, and the state is kept: a new run over it, a recipe flag beside --resume,
     // another corpus.
-    let over = train(&["--out", &p("b.tsa"), "--log", &p("b2.jsonl")]);
-    assert!(!over.status.success());
-    assert!(
-        text(&over).contains("holds a stopped run's training state"),
-        "{}",
-        text(&over)
+    let (b_tsa, b2) = (p("b.tsa"), p("b2.jsonl"));
+    let over: Vec<&str> = (run.iter().copied())
+        .chain(["--out", &b_tsa, "--log", &b2])
+        .collect();
+    refused(&over, "holds a stopped run's training state");
+    let state = p("b.state");
+    refused(
+        &["train", "--resume", &state, "--steps", "50"],
+        "cannot be used with",
     );
-    let flag = bench(&["train", "--resume", &p("b.state"), "--steps", "50"]);
-    assert!(!flag.status.success());
-    assert!(
-        text(&flag).contains("cannot be used with"),
-        "{}",
-        text(&flag)
+    let resume = |extra: &[&str]| -> Vec<String> {
+        ["train", "--resume", &state, "--device", "cpu"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    refused(
+        &resume(&["--corpus", &other]),
+        "not the corpus this run trained on",
     );
-    let wrong = bench(&[
-        "train",
-        "--resume",
-        &p("b.state"),
-        "--device",
-        "cpu",
-        "--corpus",
-        &other,
-    ]);
-    assert!(!wrong.status.success());
-    assert!(
-        text(&wrong).contains("not the corpus this run trained on"),
-        "{}",
-        text(&wrong)
+    refused(
+        &resume(&["--corpus", &corpus, "--stop-at", "12"]),
+        "--stop-at 12 is not between",
     );
-    let bad_stop = bench(&[
-        "train",
-        "--resume",
-        &p("b.state"),
-        "--device",
-        "cpu",
-        "--corpus",
-        &corpus,
-        "--stop-at",
-        "12",
-    ]);
-    assert!(!bad_stop.status.success(), "{}", text(&bad_stop));
 
     // Without --out and --log: the stopped run's own files.
     let rest = bench(&[
@@ -195,13 +191,7 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
 fn reproduce_with_resume_continues_a_stopped_arm_and_reads_back_finished_ones() {
     let dir = scratch("reproduce");
     let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    let corpus = p("corpus.txt");
-    std::fs::write(
-        &corpus,
-        "Now is the winter of our discontent\nMade glorious summer by this sun of York;\n"
-            .repeat(30),
-    )
-    .expect("corpus");
+    let corpus = corpus_in(&dir);
     let out = p("results");
     let reproduce = |extra: &[&str]| {
         let mut args = vec![
