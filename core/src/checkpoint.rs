@@ -1,9 +1,9 @@
 //! Checkpoints: model weights (Burn's burnpack record) + config + vocabulary + step, as one byte
 //! string that native code and the browser both read and write.
 //!
-//! Layout: `TSACKPT1` | header length (u32 LE) | header JSON | record length (u64 LE) | record |
-//! CRC-32 of everything before it (u32 LE). The checksum catches truncation and bit flips
-//! before Burn sees the record; Burn's own validation then catches a record that does not fit
+//! Layout (`framed.rs`'s envelope): `TSACKPT1` | header length (u32 LE) | header JSON | record
+//! length (u64 LE) | record | CRC-32 of everything before it (u32 LE). The checksum catches
+//! truncation and bit flips before Burn sees the record; Burn's own validation then catches a record that does not fit
 //! the config (missing, extra or mis-shaped tensors).
 
 use std::collections::HashMap;
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::TsaConfig;
 use crate::data::CharTokenizer;
 use crate::error::{Result, TsaError};
+use crate::framed;
 use crate::model::TsaModel;
 use crate::read;
 
@@ -56,16 +57,7 @@ pub async fn to_bytes(model: &TsaModel, meta: &CheckpointMeta) -> Result<Vec<u8>
         .into_bytes()
         .map_err(|e| bad(e.to_string()))?;
     let header = serde_json::to_vec(meta).map_err(|e| bad(e.to_string()))?;
-
-    let mut out = Vec::with_capacity(record.len() + header.len() + 32);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(&(record.len() as u64).to_le_bytes());
-    out.extend_from_slice(&record);
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    Ok(out)
+    Ok(framed::write(MAGIC, &header, &[&record]))
 }
 
 /// Reads a checkpoint's metadata only, checking the whole file's integrity.
@@ -97,42 +89,10 @@ fn split(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
 }
 
 fn split_checkpoint(bytes: &[u8]) -> Result<(CheckpointMeta, &[u8])> {
-    if bytes.len() < MAGIC.len() + 4 + 8 + 4 {
-        return Err(bad(format!(
-            "file too short ({} bytes) to be a checkpoint",
-            bytes.len()
-        )));
-    }
-    if &bytes[..8] != MAGIC {
-        return Err(bad("not a tsa checkpoint (wrong magic bytes)"));
-    }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    if crc32fast::hash(body) != stored {
-        return Err(bad("checksum mismatch: the file is truncated or corrupt"));
-    }
-    let mut at = 8;
-    let header_len =
-        u32::from_le_bytes(body[at..at + 4].try_into().map_err(|_| bad("header"))?) as usize;
-    at += 4;
-    let header = body
-        .get(at..at + header_len)
-        .ok_or_else(|| bad("header runs past the end"))?;
+    let [header, record] =
+        framed::read(bytes, MAGIC, "tsa checkpoint", ["header", "record"]).map_err(bad)?;
     let meta =
         CheckpointMeta::from_json(header).map_err(|e| bad(format!("header unreadable: {e}")))?;
-    at += header_len;
-    let len_bytes = body
-        .get(at..at + 8)
-        .ok_or_else(|| bad("record length missing"))?;
-    let record_len =
-        u64::from_le_bytes(len_bytes.try_into().map_err(|_| bad("record length"))?) as usize;
-    at += 8;
-    let record = body
-        .get(at..at + record_len)
-        .ok_or_else(|| bad("record runs past the end"))?;
-    if at + record_len != body.len() {
-        return Err(bad("trailing bytes after the record"));
-    }
     meta.config.validate()?;
     if let Some(vocab) = &meta.vocab
         && vocab.vocab_size() != meta.config.vocab_size

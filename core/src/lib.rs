@@ -16,6 +16,7 @@ pub mod error;
 pub mod export;
 pub mod ffn;
 mod flex_kernel;
+mod framed;
 #[cfg(not(target_family = "wasm"))]
 pub mod fused_attention;
 pub mod gate;

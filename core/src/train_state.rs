@@ -3,7 +3,8 @@
 //! step, the compute target's multiplier μ, the training config, and whatever the caller keeps
 //! besides (JSON: `native-bench` keeps its evaluation curve) — one byte string with a checksum.
 //!
-//! Layout: `TSASTATE` | header length (u32 LE) | header JSON | checkpoint length (u64 LE) |
+//! Layout (`framed.rs`'s envelope): `TSASTATE` | header length (u32 LE) | header JSON |
+//! checkpoint length (u64 LE) |
 //! checkpoint (`checkpoint.rs`'s format) | optimiser length (u64 LE) | optimiser state (Burn's
 //! burnpack record) | CRC-32 of everything before it (u32 LE).
 //!
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{self, CheckpointMeta};
 use crate::data::CharTokenizer;
 use crate::error::{Result, TsaError};
+use crate::framed;
 use crate::optim::TrainConfig;
 use crate::train::Trainer;
 
@@ -60,18 +62,7 @@ pub async fn to_bytes(
         extra,
     };
     let header = serde_json::to_vec(&header).map_err(|e| bad(e.to_string()))?;
-
-    let mut out = Vec::with_capacity(model.len() + optim.len() + header.len() + 32);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    out.extend_from_slice(&header);
-    for part in [&model[..], &optim[..]] {
-        out.extend_from_slice(&(part.len() as u64).to_le_bytes());
-        out.extend_from_slice(part);
-    }
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    Ok(out)
+    Ok(framed::write(MAGIC, &header, &[&model, &optim]))
 }
 
 /// Whether `bytes` claim to be a training state (its magic bytes).
@@ -80,50 +71,20 @@ pub fn is_state(bytes: &[u8]) -> bool {
 }
 
 /// The parts of a training state: header, checkpoint bytes, optimiser bytes. Any corruption
-/// (checksum, lengths, header) is an error.
-fn split(bytes: &[u8]) -> Result<(StateHeader, &[u8], &[u8])> {
-    if !is_state(bytes) || bytes.len() < MAGIC.len() + 4 + 8 + 8 + 4 {
-        return Err(bad("not a training state (wrong magic bytes or too short)"));
-    }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    if crc32fast::hash(body) != stored {
-        return Err(bad("checksum mismatch: the file is truncated or corrupt"));
-    }
-    let mut at = MAGIC.len();
-    let header_len = length(take(body, &mut at, 4, "header length")?)?;
-    let header = take(body, &mut at, header_len, "header")?;
-    let model_len = length(take(body, &mut at, 8, "checkpoint length")?)?;
-    let model = take(body, &mut at, model_len, "checkpoint")?;
-    let optim_len = length(take(body, &mut at, 8, "optimiser length")?)?;
-    let optim = take(body, &mut at, optim_len, "optimiser state")?;
-    if at != body.len() {
-        return Err(bad("trailing bytes after the optimiser state"));
-    }
-    let header: StateHeader =
-        serde_json::from_slice(header).map_err(|e| bad(format!("header unreadable: {e}")))?;
-    Ok((header, model, optim))
-}
-
-/// The `len` bytes of `body` at `*at`, moving `at` past them.
-fn take<'a>(body: &'a [u8], at: &mut usize, len: usize, what: &str) -> Result<&'a [u8]> {
-    let part = body
-        .get(*at..at.saturating_add(len))
-        .ok_or_else(|| bad(format!("{what} runs past the end")))?;
-    *at += len;
-    Ok(part)
-}
-
-/// A little-endian length of 4 or 8 bytes (one this platform cannot address is an error).
-fn length(bytes: &[u8]) -> Result<usize> {
-    let mut le = [0u8; 8];
-    le[..bytes.len()].copy_from_slice(bytes);
-    usize::try_from(u64::from_le_bytes(le)).map_err(|_| bad("a length beyond this platform"))
+/// (checksum, lengths) is an error.
+fn parts(bytes: &[u8]) -> Result<[&[u8]; 3]> {
+    framed::read(
+        bytes,
+        MAGIC,
+        "training state",
+        ["header", "checkpoint", "optimiser state"],
+    )
+    .map_err(bad)
 }
 
 /// The checkpoint inside a training state (what `checkpoint::from_bytes` reads from one).
 pub fn checkpoint_bytes(bytes: &[u8]) -> Result<&[u8]> {
-    split(bytes).map(|(_, model, _)| model)
+    parts(bytes).map(|[_, model, _]| model)
 }
 
 /// A restored run: its trainer (model, optimiser, step, μ, config) and what the caller stored.
@@ -141,7 +102,9 @@ pub struct Resumed {
 /// the same *kind* of noise as an uninterrupted one, not the same values; without such noise
 /// it continues exactly as the uninterrupted run would (tested).
 pub fn from_bytes(bytes: &[u8], device: &Device) -> Result<Resumed> {
-    let (header, model, optim) = split(bytes)?;
+    let [header, model, optim] = parts(bytes)?;
+    let header: StateHeader =
+        serde_json::from_slice(header).map_err(|e| bad(format!("header unreadable: {e}")))?;
     let device = if device.is_autodiff() {
         device.clone()
     } else {
