@@ -8,13 +8,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use tsa_core::data::tasks::TaskSet;
-use tsa_core::data::{CharTokenizer, Corpus};
 use tsa_core::read::block_on;
 use tsa_core::{Execution, Recipe, Routing, evaluate, metrics};
 
 use crate::device::{self, DeviceChoice};
 use crate::report::{self, Series};
-use crate::resume::{self, Start, StateOut};
+use crate::resume::{self, Source, Start, StateOut};
 use crate::tables::{
     ArmSpec, Dataset, EXIT_THRESHOLDS, MATCHED_ALPHA, MATCHED_ARM, Plot, Scale, Table,
 };
@@ -87,35 +86,30 @@ impl Shape {
     }
 }
 
-/// An arm's data, with the corpus's vocabulary and checksum (for its training state).
+/// An arm's data, and what its training state records of it.
 struct Loaded {
     data: Data,
-    vocab: Option<CharTokenizer>,
-    corpus: Option<PathBuf>,
-    corpus_crc: Option<u32>,
+    source: Source,
 }
 
 fn load(data: Dataset, args: &ReproduceArgs, shape: &Shape) -> Result<Loaded> {
     Ok(match data {
         Dataset::Shakespeare => {
             let ctx = shape.get(1, Routing::Dense).model.context;
-            let (path, bytes) = train::read_corpus(args.corpus.as_ref())?;
-            let corpus = Corpus::from_bytes(&bytes, ctx)
-                .with_context(|| format!("corpus {}", path.display()))?;
+            let f = train::load_corpus(args.corpus.as_ref(), ctx)?;
             Loaded {
-                vocab: Some(corpus.tokenizer.clone()),
-                data: Data::Lm(corpus),
-                corpus: Some(resume::absolute(&path)),
-                corpus_crc: Some(crc32fast::hash(&bytes)),
+                source: f.source(),
+                data: Data::Lm(f.corpus),
             }
         }
         Dataset::Task(task) => {
             let (train, test) = TASK_EXAMPLES;
             Loaded {
                 data: Data::Task(TaskSet::generate(task, train, test, args.seed)),
-                vocab: None,
-                corpus: None,
-                corpus_crc: None,
+                source: Source {
+                    task: Some(task),
+                    ..Source::default()
+                },
             }
         }
     })
@@ -374,7 +368,7 @@ fn resume_arm(state: &StateOut, recipe: &Recipe, device: &burn::tensor::Device) 
     let same = r.meta.config == recipe.model
         && r.trainer.config == recipe.train
         && (so_far.eval_every, so_far.eval_batches) == (recipe.eval_every, recipe.eval_batches)
-        && (so_far.task, so_far.corpus_crc) == (state.task, state.corpus_crc);
+        && (so_far.task, so_far.corpus_crc) == (state.source.task, state.source.corpus_crc);
     if !same {
         eprintln!(
             "{}: the state of another recipe or data; trained afresh",
@@ -390,15 +384,6 @@ fn resume_arm(state: &StateOut, recipe: &Recipe, device: &burn::tensor::Device) 
         trainer: Box::new(r.trainer),
         so_far,
     })
-}
-
-fn remove_if_there(path: &Path) -> Result<()> {
-    match path.exists() {
-        true => {
-            std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))
-        }
-        false => Ok(()),
-    }
 }
 
 /// Trains every arm of `args.table` in order and writes the report.
@@ -441,7 +426,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             let key = serde_json::to_string(&serde_json::json!({
                 "label": spec_arm.label,
                 "data": spec_arm.data.name(),
-                "corpus_crc": loaded.corpus_crc,
+                "corpus_crc": loaded.source.corpus_crc,
                 "model": recipe.model,
                 "train": recipe.train,
                 "eval": [recipe.eval_every, recipe.eval_batches],
@@ -450,16 +435,10 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             let done_path = kept.join(format!("{index:02}.json"));
             let state = StateOut {
                 path: kept.join(format!("{index:02}.state")),
+                stop_at: None,
+                source: loaded.source.clone(),
                 out: None,
                 log: None,
-                corpus: loaded.corpus.clone(),
-                stop_at: None,
-                vocab: loaded.vocab.clone(),
-                task: match spec_arm.data {
-                    Dataset::Task(t) => Some(t),
-                    Dataset::Shakespeare => None,
-                },
-                corpus_crc: loaded.corpus_crc,
             };
             let done = match args.resume {
                 true => finished(&done_path, &key),
@@ -467,7 +446,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
             };
             let done = match done {
                 Some(done) => {
-                    remove_if_there(&state.path)?;
+                    resume::remove_if_there(&state.path)?;
                     eprintln!(
                         "{}/{}: finished in an earlier run, read back from {}",
                         spec_arm.data.name(),
@@ -498,7 +477,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
                     };
                     // Kept before its state goes: a stop in between loses nothing.
                     resume::write_atomically(&done_path, &serde_json::to_vec_pretty(&done)?)?;
-                    remove_if_there(&state.path)?;
+                    resume::remove_if_there(&state.path)?;
                     done
                 }
             };

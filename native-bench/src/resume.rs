@@ -45,14 +45,22 @@ pub struct Progress {
     pub log: Option<PathBuf>,
 }
 
+/// What a run trains on, as its training state records it: a corpus (its vocabulary, file and
+/// checksum) or a synthetic task.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    pub vocab: Option<CharTokenizer>,
+    pub task: Option<Task>,
+    /// The corpus file, absolute, and its CRC-32.
+    pub corpus: Option<PathBuf>,
+    pub corpus_crc: Option<u32>,
+}
+
 /// Where and when a run writes its training state, and what the state records of the run.
 pub struct StateOut {
     pub path: PathBuf,
     pub stop_at: Option<usize>,
-    pub vocab: Option<CharTokenizer>,
-    pub task: Option<Task>,
-    pub corpus: Option<PathBuf>,
-    pub corpus_crc: Option<u32>,
+    pub source: Source,
     pub out: Option<PathBuf>,
     pub log: Option<PathBuf>,
 }
@@ -71,9 +79,9 @@ impl StateOut {
             label: label.to_string(),
             eval_every,
             eval_batches,
-            task: self.task,
-            corpus: self.corpus.clone(),
-            corpus_crc: self.corpus_crc,
+            task: self.source.task,
+            corpus: self.source.corpus.clone(),
+            corpus_crc: self.source.corpus_crc,
             curve: curve.to_vec(),
             seconds,
             out: self.out.clone(),
@@ -81,7 +89,7 @@ impl StateOut {
         };
         let bytes = block_on(train_state::to_bytes(
             trainer,
-            self.vocab.clone(),
+            self.source.vocab.clone(),
             serde_json::to_value(&progress)?,
         ))?;
         write_atomically(&self.path, &bytes)
@@ -137,6 +145,16 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = PathBuf::from(tmp);
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Removes `path` if it is there (a state that has served its purpose).
+pub fn remove_if_there(path: &Path) -> Result<()> {
+    match path.exists() {
+        true => {
+            std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))
+        }
+        false => Ok(()),
+    }
 }
 
 /// `path` made absolute, so that a run resumed from another directory finds its files.

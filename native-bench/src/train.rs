@@ -12,8 +12,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 use tsa_core::checkpoint::{self, CheckpointMeta};
+use tsa_core::data::Corpus;
 use tsa_core::data::tasks::{Task, TaskSet};
-use tsa_core::data::{CharTokenizer, Corpus};
 use tsa_core::read::block_on;
 use tsa_core::{
     EvalStats, Execution, InitScheme, Preset, Recipe, Routing, RoutingKind, TrainConfig, Trainer,
@@ -23,7 +23,8 @@ use tsa_core::{
 use crate::args::ShapeArgs;
 use crate::device::{self, DeviceChoice};
 use crate::resume::{
-    Progress, Start, StateOut, absolute, interrupted, read_state, stop_on_ctrl_c, write_atomically,
+    Progress, Source, Start, StateOut, absolute, interrupted, read_state, remove_if_there,
+    stop_on_ctrl_c, write_atomically,
 };
 
 /// A synthetic task's training and held-out examples, generated from the seed.
@@ -237,8 +238,40 @@ impl TrainArgs {
 /// Where batches come from (core's; `reproduce` names it through this module).
 pub use tsa_core::data::Data;
 
+/// A corpus with where it came from: what a training state records of it.
+pub struct CorpusFile {
+    pub corpus: Corpus,
+    /// The file, absolute.
+    pub path: PathBuf,
+    pub crc: u32,
+}
+
+impl CorpusFile {
+    /// What a training state records of it.
+    pub fn source(&self) -> Source {
+        Source {
+            vocab: Some(self.corpus.tokenizer.clone()),
+            task: None,
+            corpus: Some(self.path.clone()),
+            corpus_crc: Some(self.crc),
+        }
+    }
+}
+
+/// The corpus (the flag, $TSA_CORPUS or the default) in windows of `context`.
+pub fn load_corpus(path: Option<&PathBuf>, context: usize) -> Result<CorpusFile> {
+    let (path, bytes) = read_corpus(path)?;
+    let corpus = Corpus::from_bytes(&bytes, context)
+        .with_context(|| format!("corpus {}", path.display()))?;
+    Ok(CorpusFile {
+        corpus,
+        path: absolute(&path),
+        crc: crc32fast::hash(&bytes),
+    })
+}
+
 /// The corpus file's path and bytes.
-pub fn read_corpus(path: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
+fn read_corpus(path: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
     let path = crate::args::corpus_path(path);
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)", path.display()))?;
     Ok((path, bytes))
@@ -433,13 +466,8 @@ pub fn run(
 /// A run ready to go: from flags, or from a training state.
 struct Plan {
     label: String,
-    /// A resumed run's progress (its files among it).
-    prior: Option<Progress>,
     data: Data,
-    vocab: Option<CharTokenizer>,
-    task: Option<Task>,
-    corpus: Option<PathBuf>,
-    corpus_crc: Option<u32>,
+    source: Source,
     model: TsaConfig,
     train: TrainConfig,
     eval_every: usize,
@@ -449,7 +477,7 @@ struct Plan {
 
 /// A new run from the flags.
 fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
-    let (data, vocab, corpus, corpus_crc) = match args.task {
+    let (data, source) = match args.task {
         Some(task) => (
             Data::Task(TaskSet::generate(
                 task,
@@ -457,18 +485,16 @@ fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
                 TASK_EXAMPLES.1,
                 args.seed,
             )),
-            None,
-            None,
-            None,
+            Source {
+                task: Some(task),
+                ..Source::default()
+            },
         ),
         None => {
             let ctx = args.recipe(1).model.context;
-            let (path, bytes) = read_corpus(args.corpus.as_ref())?;
-            let c = Corpus::from_bytes(&bytes, ctx)
-                .with_context(|| format!("corpus {}", path.display()))?;
-            let tok = c.tokenizer.clone();
-            let crc = crc32fast::hash(&bytes);
-            (Data::Lm(c), Some(tok), Some(absolute(&path)), Some(crc))
+            let f = load_corpus(args.corpus.as_ref(), ctx)?;
+            let source = f.source();
+            (Data::Lm(f.corpus), source)
         }
     };
     let recipe = args.recipe(data.vocab_size());
@@ -518,12 +544,8 @@ fn fresh(args: &TrainArgs, device: &Device) -> Result<Plan> {
     };
     Ok(Plan {
         label: model.routing.label(),
-        prior: None,
         data,
-        vocab,
-        task: args.task,
-        corpus,
-        corpus_crc,
+        source,
         model,
         train,
         eval_every: recipe.eval_every,
@@ -576,12 +598,13 @@ fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
     );
     Ok(Plan {
         label: so_far.label.clone(),
-        prior: Some(so_far.clone()),
         data,
-        vocab: r.meta.vocab,
-        task: so_far.task,
-        corpus: so_far.corpus.clone(),
-        corpus_crc: so_far.corpus_crc,
+        source: Source {
+            vocab: r.meta.vocab,
+            task: so_far.task,
+            corpus: so_far.corpus.clone(),
+            corpus_crc: so_far.corpus_crc,
+        },
         model,
         train,
         eval_every: so_far.eval_every,
@@ -601,9 +624,9 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         None => fresh(args, &chosen.device)?,
     };
     let (model, train) = (plan.model.clone(), plan.train.clone());
-    let at = match &plan.start {
-        Start::Resume { trainer, .. } => trainer.step,
-        _ => 0,
+    let (at, prior) = match &plan.start {
+        Start::Resume { trainer, so_far } => (trainer.step, Some(so_far)),
+        _ => (0, None),
     };
     if let Some(k) = args.stop_at
         && (k <= at || k >= train.steps)
@@ -613,7 +636,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             train.steps
         );
     }
-    let files = args.files(plan.prior.as_ref());
+    let files = args.files(prior);
     if files.state == files.out || files.state == files.log {
         anyhow::bail!(
             "--state {} would overwrite the run's checkpoint or log",
@@ -646,10 +669,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     let out = StateOut {
         path: files.state.clone(),
         stop_at: args.stop_at,
-        vocab: plan.vocab.clone(),
-        task: plan.task,
-        corpus: plan.corpus.clone(),
-        corpus_crc: plan.corpus_crc,
+        source: plan.source.clone(),
         out: Some(absolute(&files.out)),
         log: Some(absolute(&files.log)),
     };
@@ -668,7 +688,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
 
     let meta = CheckpointMeta {
         config: model.clone(),
-        vocab: plan.vocab,
+        vocab: plan.source.vocab,
         step: r.step,
     };
     let bytes = block_on(checkpoint::to_bytes(&r.model, &meta))?;
@@ -701,9 +721,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             out.path.display()
         ),
         // Complete: the state (this run's, or the one it resumed) has served its purpose.
-        None if out.path.exists() => std::fs::remove_file(&out.path)
-            .with_context(|| format!("cannot remove {}", out.path.display()))?,
-        None => {}
+        None => remove_if_there(&out.path)?,
     }
     Ok(())
 }
