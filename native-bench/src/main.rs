@@ -3,6 +3,7 @@
 
 mod analyze;
 mod args;
+mod compare;
 mod convert;
 mod device;
 mod eval;
@@ -50,6 +51,8 @@ enum Command {
     Analyze(analyze::AnalyzeArgs),
     /// Generate text with a KV cache, soft vs sparse, routing in colour.
     Sample(sample::SampleArgs),
+    /// Training runs side by side from their logs: soft and executed loss and α, and curves.
+    Compare(compare::CompareArgs),
 }
 
 /// mimalloc's `mi_option_purge_decommits` (its v3 header's option 5; the binding names no
@@ -72,6 +75,13 @@ fn main() {
         // SAFETY: no other thread exists yet to read the environment concurrently.
         unsafe { std::env::set_var("BURN_DEVICE", "flex") };
     }
+    // Rust ignores SIGPIPE, so printing into a closed pipe (`native-bench compare … | head`)
+    // panicked with a backtrace; the default action ends the process quietly, as other tools do.
+    #[cfg(unix)]
+    // SAFETY: restores a signal's default action before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL)
+    };
     let cli = Cli::parse();
     let result: Result<()> = match &cli.command {
         None => throughput::run(&cli.throughput).map(|_| ()),
@@ -83,6 +93,7 @@ fn main() {
         Some(Command::Import(a)) => convert::import(a),
         Some(Command::Analyze(a)) => analyze::main(a),
         Some(Command::Sample(a)) => sample::main(a),
+        Some(Command::Compare(a)) => compare::main(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -292,10 +292,17 @@ pub struct EvalPoint {
     pub hard_val_loss: Option<f64>,
     pub accuracy: f64,
     pub tokens_per_s: f64,
-    /// The compute target's multiplier μ (0 without a target).
+    /// The compute target's multiplier μ (0 without a target). Defaults: logs of older
+    /// versions lack the last three fields, and `compare` still reads them.
+    #[serde(default)]
     pub mu: f64,
     /// Per router, the share of tokens in each tenth of p.
+    #[serde(default)]
     pub p_histogram: Vec<Vec<f64>>,
+    /// The model's blocks L (0 in older logs), so that runs of different depths compare by
+    /// blocks run per token.
+    #[serde(default)]
+    pub layers: usize,
 }
 
 pub struct RunResult {
@@ -433,6 +440,7 @@ pub fn run(
                 tokens_per_s: tps,
                 mu: st.mu,
                 p_histogram: ev.p_histogram.clone(),
+                layers: model.n_layers,
             });
             last = Some((ev, hard));
             // The last step's state is not needed: the run is complete.
