@@ -68,9 +68,10 @@ pub fn read_log(path: &Path) -> Result<Run> {
     if curve.is_empty() {
         bail!("{}: no evaluations (is it a training log?)", path.display());
     }
-    let name = path
-        .file_stem()
-        .map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
+    let name = path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
     Ok(Run { name, curve })
 }
 
@@ -80,7 +81,12 @@ fn executed_loss(p: &EvalPoint) -> f64 {
 
 /// Each run's last evaluation against the first run's.
 pub fn rows(runs: &[Run]) -> Vec<Row> {
-    let last = |r: &Run| r.curve.last().cloned().expect("read_log refuses empty logs");
+    let last = |r: &Run| {
+        r.curve
+            .last()
+            .cloned()
+            .expect("read_log refuses empty logs")
+    };
     let reference = runs.first().map(|r| executed_loss(&last(r)));
     runs.iter()
         .map(|r| {
@@ -155,7 +161,10 @@ pub fn main(args: &CompareArgs) -> Result<()> {
     let md = markdown(&rows);
     let dir = report::results_dir(&args.out)?;
     report::write(&dir.join("compare.md"), &md)?;
-    report::write(&dir.join("compare.json"), &serde_json::to_string_pretty(&rows)?)?;
+    report::write(
+        &dir.join("compare.json"),
+        &serde_json::to_string_pretty(&rows)?,
+    )?;
     report::line_chart(
         &dir.join("compare-loss.svg"),
         "validation loss, inference rule executed",
@@ -216,11 +225,18 @@ mod tests {
     #[test]
     fn compares_last_evaluations_against_the_first_run() {
         let dir = scratch("rows");
-        let dense = log(&dir, "dense", &[point(100, 2.5, None, 1.0), point(200, 2.0, None, 1.0)]);
+        let dense = log(
+            &dir,
+            "dense",
+            &[point(100, 2.5, None, 1.0), point(200, 2.0, None, 1.0)],
+        );
         let routed = log(
             &dir,
             "routed",
-            &[point(100, 2.6, Some(2.7), 0.6), point(200, 2.1, Some(2.2), 0.5)],
+            &[
+                point(100, 2.6, Some(2.7), 0.6),
+                point(200, 2.1, Some(2.2), 0.5),
+            ],
         );
         let args = CompareArgs {
             logs: vec![dense, routed],
@@ -242,7 +258,10 @@ mod tests {
         let vs = rows[1]["vs_reference"].as_f64().expect("vs");
         assert!((vs - 0.1).abs() < 1e-12, "{vs}");
         let md = std::fs::read_to_string(dir.join("out/compare.md")).expect("compare.md");
-        assert!(md.contains("| routed | 200 | 2.1000 | **2.2000** | 0.400 | **0.500** |"), "{md}");
+        assert!(
+            md.contains("| routed | 200 | 2.1000 | **2.2000** | 0.400 | **0.500** |"),
+            "{md}"
+        );
         assert!(md.contains("| 41.7% | 3.50 | +10.00% |"), "{md}");
         for svg in ["compare-loss.svg", "compare-alpha.svg"] {
             let text = std::fs::read_to_string(dir.join("out").join(svg)).expect("plot");
@@ -286,7 +305,10 @@ mod tests {
         std::fs::write(&binary, [0xff, 0xfe, 0x00, 0x01]).expect("write");
         let e = format!("{:#}", read_log(&binary).err().expect("refused"));
         assert!(e.contains("UTF-8"), "{e}");
-        let e = format!("{:#}", read_log(&dir.join("missing.jsonl")).err().expect("refused"));
+        let e = format!(
+            "{:#}",
+            read_log(&dir.join("missing.jsonl")).err().expect("refused")
+        );
         assert!(e.contains("cannot read"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -74,9 +74,11 @@ pub fn line_chart(
         all.iter().map(|p| p.1).fold(f64::INFINITY, f64::min),
         all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
     );
-    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+    // The legend gets its own column to the right, so that it never covers a point.
+    let root = SVGBackend::new(path, (1040, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot, legend) = root.split_horizontally(760);
+    let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
@@ -93,21 +95,25 @@ pub fn line_chart(
         let color = Palette99::pick(i).to_rgba();
         chart
             .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-            });
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         chart
             .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let y = 48 + 20 * i as i32;
+        legend
+            .draw(&PathElement::new(
+                vec![(4, y), (22, y)],
+                color.stroke_width(2),
+            ))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        legend
+            .draw(&Text::new(
+                s.name.clone(),
+                (28, y - 7),
+                ("sans-serif", 13).into_font(),
+            ))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
     root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
 }

@@ -61,6 +61,24 @@ pub struct Arm {
     pub seconds: f64,
     /// Early exit: the confidence threshold used.
     pub threshold: Option<f64>,
+    /// The model's blocks L (0 in arms kept by older versions: the table's).
+    #[serde(default)]
+    pub layers: usize,
+}
+
+impl Arm {
+    /// Blocks run per token with the inference rule executed, L·(1 − TLOps saved): what
+    /// compares a routed model with a shallower dense one. `table_layers` stands in for an
+    /// arm kept without its L.
+    pub fn blocks_per_token(&self, table_layers: usize) -> f64 {
+        let layers = if self.layers > 0 {
+            self.layers
+        } else {
+            table_layers
+        };
+        let alpha = self.sparse_alpha.unwrap_or(self.alpha);
+        layers as f64 * (1.0 - metrics::tlops_saved(alpha, layers))
+    }
 }
 
 /// The recipe of every arm of a table: its model shape comes from the routing, its schedule is
@@ -117,9 +135,7 @@ fn load(data: Dataset, args: &ReproduceArgs, shape: &Shape) -> Result<Loaded> {
 
 /// The recipe an arm trains with.
 fn arm_recipe(spec: &ArmSpec, data: &Data, shape: &Shape) -> Recipe {
-    let mut recipe = shape.get(data.vocab_size(), spec.routing);
-    recipe.train.skip_halted = spec.skip_halted;
-    recipe
+    spec.recipe(shape.get(data.vocab_size(), spec.routing))
 }
 
 fn train_arm(
@@ -182,6 +198,7 @@ fn train_arm(
             sparse_alpha,
             seconds: r.seconds,
             threshold: None,
+            layers: recipe.model.n_layers,
         },
         r,
     ))
@@ -261,19 +278,30 @@ fn report_exit_sweep(
 }
 
 /// Executed TLOps saved (x) against the validation loss that executing it gives (y).
-fn pareto_chart(path: &Path, arms: &[Arm], exit: &[(f64, f64, f64)]) -> Result<()> {
-    let layers = 6;
-    let mut series: Vec<Series> = arms
+fn pareto_chart(path: &Path, arms: &[Arm], exit: &[(f64, f64, f64)], layers: usize) -> Result<()> {
+    // TLOps saved against the table's full-depth model, so shallower dense models sit where
+    // their compute puts them; the dense models (full depth and shallower) form one line.
+    let saved = |a: &Arm| 100.0 * (1.0 - a.blocks_per_token(layers) / layers as f64);
+    let loss = |a: &Arm| a.sparse_val_loss.unwrap_or(a.val_loss);
+    let dense = |a: &Arm| a.model.starts_with("Baseline");
+    let mut frontier: Vec<(f64, f64)> = arms
         .iter()
-        .filter(|a| a.model != "Early Exit")
-        .map(|a| Series {
-            name: a.model.clone(),
-            points: vec![match (a.sparse_val_loss, a.sparse_alpha) {
-                (Some(l), Some(al)) => (100.0 * metrics::tlops_saved(al, layers), l),
-                _ => (0.0, a.val_loss),
-            }],
-        })
+        .filter(|a| dense(a))
+        .map(|a| (saved(a), loss(a)))
         .collect();
+    frontier.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let mut series = vec![Series {
+        name: "Dense (L=6, 4, 3)".into(),
+        points: frontier,
+    }];
+    series.extend(
+        arms.iter()
+            .filter(|a| a.model != "Early Exit" && !dense(a))
+            .map(|a| Series {
+                name: a.model.clone(),
+                points: vec![(saved(a), loss(a))],
+            }),
+    );
     series.push(Series {
         name: "Early exit (thresholds)".into(),
         points: exit
@@ -284,14 +312,14 @@ fn pareto_chart(path: &Path, arms: &[Arm], exit: &[(f64, f64, f64)]) -> Result<(
     report::line_chart(
         path,
         "Validation loss vs executed TLOps saved",
-        "executed TLOps saved (%)",
+        "executed TLOps saved (%, of the full-depth model's)",
         "validation loss (executed)",
         &series,
     )
 }
 
 /// The reproduced rows as a markdown table.
-fn arms_md(arms: &[Arm]) -> String {
+fn arms_md(arms: &[Arm], table_layers: usize) -> String {
     let header = [
         "task",
         "model",
@@ -303,6 +331,7 @@ fn arms_md(arms: &[Arm]) -> String {
         "soft α",
         "soft TLOps saved",
         "sparse val loss (executed α)",
+        "blocks run per token (executed)",
         "threshold",
         "train s",
     ];
@@ -322,6 +351,7 @@ fn arms_md(arms: &[Arm]) -> String {
                 a.sparse_val_loss.map_or("—".into(), |l| {
                     format!("{l:.4} ({:.3})", a.sparse_alpha.unwrap_or(f64::NAN))
                 }),
+                format!("{:.2}", a.blocks_per_token(table_layers)),
                 a.threshold.map_or("—".into(), |t| t.to_string()),
                 format!("{:.0}", a.seconds),
             ]
@@ -399,6 +429,8 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         steps: args.steps,
         seed: args.seed,
     };
+    // The table's full depth (an arm may be shallower).
+    let table_layers = shape.get(1, Routing::Dense).model.n_layers;
     let mut arms: Vec<Arm> = Vec::new();
     let mut curves: Vec<Series> = Vec::new();
     let mut extra_md = String::new();
@@ -503,7 +535,12 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         }
     }
     match spec.plot {
-        Some(Plot::Pareto) => pareto_chart(&dir.join(format!("{name}.svg")), &arms, &exit_points)?,
+        Some(Plot::Pareto) => pareto_chart(
+            &dir.join(format!("{name}.svg")),
+            &arms,
+            &exit_points,
+            table_layers,
+        )?,
         Some(Plot::LambdaSweep) => report::line_chart(
             &dir.join(format!("{name}-pareto.svg")),
             "λ sweep: quality vs compute",
@@ -531,7 +568,7 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         "# {name} ({scale} scale) on {}\n\nCommand: `cargo run --release -p native-bench -- reproduce {name} --scale {scale}{steps}` (recipe `{}`, core/src/recipe.rs)\n\n{}{extra_md}\n\nThe paper's numbers:\n\n{}\n",
         chosen.name,
         shape.name(),
-        arms_md(&arms),
+        arms_md(&arms, table_layers),
         spec.paper_md()
     );
     report::write(&dir.join(format!("{name}.md")), &md)?;
@@ -544,4 +581,42 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         dir.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arm(layers: usize, alpha: f64, sparse_alpha: Option<f64>) -> Arm {
+        Arm {
+            task: "shakespeare".into(),
+            model: "m".into(),
+            params: 1,
+            val_loss: 2.0,
+            bpc: 2.9,
+            perplexity: 7.4,
+            accuracy: 0.4,
+            alpha,
+            tlops_saved: metrics::tlops_saved(alpha, layers.max(1)),
+            sparse_val_loss: sparse_alpha.map(|_| 2.1),
+            sparse_alpha,
+            seconds: 1.0,
+            threshold: None,
+            layers,
+        }
+    }
+
+    #[test]
+    fn blocks_per_token_counts_what_executes_at_each_depth() {
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-12;
+        // Dense at 6 and 4 blocks; a routed model whose rule runs half the routed blocks runs
+        // the stem and 2.5 of the other 5, whatever its soft α.
+        assert!(close(arm(6, 1.0, None).blocks_per_token(6), 6.0));
+        assert!(close(arm(4, 1.0, None).blocks_per_token(6), 4.0));
+        assert!(close(arm(6, 0.3, Some(0.5)).blocks_per_token(6), 3.5));
+        // An arm kept by an older version (no L recorded) takes the table's.
+        assert!(close(arm(0, 1.0, None).blocks_per_token(6), 6.0));
+        let md = arms_md(&[arm(3, 1.0, None), arm(6, 0.3, Some(0.5))], 6);
+        assert!(md.contains("| 3.00 |") && md.contains("| 3.50 |"), "{md}");
+    }
 }

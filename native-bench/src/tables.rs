@@ -127,8 +127,22 @@ pub struct ArmSpec {
     pub routing: Routing,
     /// Trains with `TrainConfig::skip_halted` (halted tokens skip the FFN in training).
     pub skip_halted: bool,
+    /// Blocks, where the arm's model is shallower than the table's (the dense models of a routed
+    /// model's compute).
+    pub layers: Option<usize>,
     /// The arm's row in the paper, where it has one.
     pub paper: Option<Paper>,
+}
+
+impl ArmSpec {
+    /// The table's recipe with what this arm changes in it.
+    pub fn recipe(&self, mut recipe: Recipe) -> Recipe {
+        recipe.train.skip_halted = self.skip_halted;
+        if let Some(layers) = self.layers {
+            recipe.model.n_layers = layers;
+        }
+        recipe
+    }
 }
 
 /// An arm on the character corpus that the paper has no row for.
@@ -138,6 +152,7 @@ fn arm(label: impl Into<String>, routing: Routing) -> ArmSpec {
         label: label.into(),
         routing,
         skip_halted: false,
+        layers: None,
         paper: None,
     }
 }
@@ -381,8 +396,16 @@ fn pareto() -> TableSpec {
         target: Some(target),
         commit: 0.0,
     };
+    // Dense models of less depth: the frontier a routed model must beat at equal compute (a
+    // routed model at executed α 0.5 runs 3.5 of 6 blocks per token).
+    let shallow = |layers: usize| ArmSpec {
+        layers: Some(layers),
+        ..arm(format!("Baseline L={layers}"), Routing::Dense)
+    };
     let mut arms = vec![
         arm("Baseline", Routing::Dense),
+        shallow(4),
+        shallow(3),
         arm("TSA (paper, λ=0.001)", Routing::tsa(0.001)),
         arm("TSA (paper, λ=0.05)", Routing::tsa(0.05)),
     ];
@@ -440,14 +463,14 @@ mod tests {
             assert!(!spec.arms.is_empty(), "{table:?} has no arms");
             for arm in &spec.arms {
                 for scale in [Scale::Quick, Scale::Paper] {
-                    let r = spec.recipes.at(scale)(65, arm.routing);
+                    let r = arm.recipe(spec.recipes.at(scale)(65, arm.routing));
                     let what = format!("{table:?} {scale:?} {}", arm.label);
                     assert_eq!(r.model.routing, arm.routing, "{what}");
                     r.model.validate().unwrap_or_else(|e| panic!("{what}: {e}"));
                     r.train.validate().unwrap_or_else(|e| panic!("{what}: {e}"));
                 }
                 // Quick scale is small enough to build every arm for real.
-                let quick = spec.recipes.at(Scale::Quick)(65, arm.routing);
+                let quick = arm.recipe(spec.recipes.at(Scale::Quick)(65, arm.routing));
                 let model = quick.model.init(&device).expect("init");
                 assert_eq!(!model.routers.is_empty(), arm.routing.has_routers());
             }
@@ -558,7 +581,7 @@ mod tests {
         );
         assert_eq!(
             labels(Table::Pareto).join(", "),
-            "Baseline, TSA (paper, λ=0.001), TSA (paper, λ=0.05), TSA straight-through α*=0.75, \
+            "Baseline, Baseline L=4, Baseline L=3, TSA (paper, λ=0.001), TSA (paper, λ=0.05), TSA straight-through α*=0.75, \
              TSA straight-through α*=0.5, TSA straight-through α*=0.35, \
              TSA straight-through ×(1−p) α*=0.5, TSA straight-through ×(1−p) α*=0.35, \
              TSA straight-through ×(1−p) α*=0.5, halted skip in training, \
