@@ -10,7 +10,9 @@ pub enum TsaError {
     EmptyCorpus,
     #[error("corpus is not valid UTF-8 (first bad byte at offset {offset})")]
     NotUtf8 { offset: usize },
-    #[error("corpus has {len} characters, fewer than one context window plus one ({needed})")]
+    #[error(
+        "corpus has {len} characters; it needs about {needed}, so that its validation and test tenths each hold a context window plus one"
+    )]
     CorpusTooShort { len: usize, needed: usize },
     #[error("character {ch:?} (U+{code:04X}) is not in the vocabulary")]
     UnknownChar { ch: char, code: u32 },
@@ -18,10 +20,11 @@ pub enum TsaError {
     UnknownToken(u32),
     #[error("checkpoint: {0}")]
     Checkpoint(String),
-    #[error(
-        "loss became {value} at step {step}; training stopped and the last good model was kept"
-    )]
+    /// The step's update was not applied: the model is the one before it.
+    #[error("loss became {value} at step {step}; that step was not applied")]
     NonFiniteLoss { step: usize, value: f32 },
+    #[error("the validation loss is {value}: the model's weights are not finite")]
+    NonFiniteEval { value: f32 },
     #[error("reading a tensor from the device failed: {0}")]
     Read(String),
 }

@@ -223,10 +223,7 @@ pub async fn evaluate(model: &TsaModel, batches: &[Batch], exec: Execution) -> R
     };
     let (loss, alpha, executed_alpha, accuracy) = (mean(0), mean(1), mean(2), mean(3));
     if !loss.is_finite() {
-        return Err(TsaError::NonFiniteLoss {
-            step: 0,
-            value: loss as f32,
-        });
+        return Err(TsaError::NonFiniteEval { value: loss as f32 });
     }
     let p_histogram = (0..(width - 4) / metrics::HIST_BINS)
         .map(|r| {

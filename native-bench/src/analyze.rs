@@ -20,10 +20,11 @@ use crate::report::{self, Series};
 pub struct AnalyzeArgs {
     #[arg(long)]
     pub checkpoint: PathBuf,
+    /// The corpus the model was trained on (default: $TSA_CORPUS or data/tinyshakespeare.txt).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    /// Validation windows to analyse.
-    #[arg(long, default_value_t = 32)]
+    /// Validation windows to analyse (at least 1).
+    #[arg(long, default_value_t = 32, value_parser = crate::args::positive)]
     pub windows: usize,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceChoice,
@@ -51,6 +52,7 @@ fn pearson(x: &[f64], y: &[f64]) -> f64 {
 }
 
 pub fn main(args: &AnalyzeArgs) -> Result<()> {
+    let dir = report::results_dir(&args.out)?;
     let chosen = device::choose(args.device)?;
     let (model, meta) = load_checkpoint(&args.checkpoint, &chosen.device)?;
     let Some(tok) = meta.vocab else {
@@ -132,7 +134,6 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
         all_loss.len(),
         report::markdown(&hdr, &cells)
     );
-    let dir = report::results_dir(&args.out)?;
     report::write(&dir.join("analyze.md"), &md)?;
     report::write(
         &dir.join("analyze.json"),

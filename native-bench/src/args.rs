@@ -45,3 +45,140 @@ pub fn load_checkpoint(path: &Path, device: &Device) -> Result<(TsaModel, Checkp
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     checkpoint::from_bytes(&bytes, device).with_context(|| format!("{}", path.display()))
 }
+
+/// A flag's value in [0, 1] (a confidence threshold): anything else, NaN included, is refused
+/// by clap with this message.
+pub fn unit_interval(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("{v} is not between 0 and 1")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A count of at least 1.
+pub fn positive(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A finite flag value of at least 0 (a temperature).
+pub fn non_negative(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a finite number of at least 0")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The file a path names, whether or not it exists yet: absolute, with its folder's links
+/// resolved (`a.tsa` and `./x/../a.tsa` are one file).
+fn identity(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => dir.canonicalize().map_or(abs.clone(), |d| d.join(name)),
+        _ => abs,
+    }
+}
+
+/// Refuses, before any work, outputs that would overwrite one of the inputs or each other,
+/// and outputs that cannot be written (a folder in the way, a folder that cannot be made, no
+/// permission): a run that can only fail at its end is refused at its start.
+pub fn check_outputs(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<()> {
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        let id = identity(out);
+        for (what, input) in inputs {
+            if identity(input) == id {
+                anyhow::bail!(
+                    "{flag} {} is the {what}: writing it would destroy it",
+                    out.display()
+                );
+            }
+        }
+        for (other, earlier) in &outputs[..i] {
+            if identity(earlier) == id {
+                anyhow::bail!(
+                    "{other} and {flag} are the same file, {}: one would overwrite the other",
+                    out.display()
+                );
+            }
+        }
+        writable(out).with_context(|| format!("{flag} {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// Makes the file's folder and checks that a file can be created in it.
+fn writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("is a folder; a file name is needed");
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot make the folder {}", dir.display()))?;
+    let probe = dir.join(format!(".tsa-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).with_context(|| format!("cannot write in {}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_that_would_destroy_a_file_or_cannot_be_written_are_refused() {
+        let dir = std::env::temp_dir().join(format!("tsa-outputs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch");
+        let corpus = dir.join("corpus.txt");
+        std::fs::write(&corpus, "text").expect("corpus");
+        let err = |inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]| {
+            format!("{:#}", check_outputs(inputs, outputs).expect_err("refused"))
+        };
+        // The same file under another spelling is still the same file.
+        let aliased = dir.join("sub/../corpus.txt");
+        std::fs::create_dir_all(dir.join("sub")).expect("sub");
+        let e = err(&[("corpus", &corpus)], &[("--log", &aliased)]);
+        assert!(e.contains("is the corpus"), "{e}");
+        let (out, log) = (dir.join("new/a.tsa"), dir.join("new/./a.tsa"));
+        let e = err(&[], &[("--out", &out), ("--log", &log)]);
+        assert!(e.contains("--out and --log are the same file"), "{e}");
+        // A folder where the file should go, and a file where its folder should be.
+        let e = err(&[], &[("--out", &dir)]);
+        assert!(e.contains("is a folder"), "{e}");
+        let e = err(&[], &[("--out", &corpus.join("x.tsa"))]);
+        assert!(e.contains("cannot make the folder"), "{e}");
+        assert_eq!(std::fs::read_to_string(&corpus).expect("kept"), "text");
+        // Distinct writable outputs pass, their folders made, nothing left behind in them.
+        let (a, b) = (dir.join("deep/er/a.tsa"), dir.join("deep/er/a.jsonl"));
+        check_outputs(&[("corpus", &corpus)], &[("--out", &a), ("--log", &b)]).expect("fine");
+        let left: Vec<_> = std::fs::read_dir(dir.join("deep/er"))
+            .expect("made")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bounded_values_refuse_what_is_out_of_range() {
+        assert_eq!(unit_interval("0.9"), Ok(0.9));
+        assert_eq!(unit_interval("1"), Ok(1.0));
+        for bad in ["NaN", "-1", "2", "x"] {
+            assert!(unit_interval(bad).is_err(), "{bad}");
+        }
+        assert_eq!(non_negative("0"), Ok(0.0));
+        for bad in ["NaN", "-0.5", "inf", ""] {
+            assert!(non_negative(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -101,7 +101,7 @@ pub fn rows(runs: &[Run]) -> Vec<Row> {
                 executed_alpha: p.executed_alpha,
                 executed_tlops_saved: p.executed_tlops_saved,
                 blocks_per_token: (p.layers > 0)
-                    .then(|| p.layers as f64 * (1.0 - p.executed_tlops_saved)),
+                    .then_some(p.layers as f64 * (1.0 - p.executed_tlops_saved)),
                 vs_reference: reference.map_or(0.0, |r0| executed / r0 - 1.0),
             }
         })

@@ -10,7 +10,8 @@ use tsa_core::checkpoint;
 use tsa_core::export;
 use tsa_core::read::block_on;
 
-use crate::args::load_checkpoint;
+use crate::args::{check_outputs, load_checkpoint};
+use crate::resume::write_atomically;
 
 #[derive(Args, Debug, Clone)]
 pub struct ExportArgs {
@@ -31,17 +32,11 @@ pub struct ImportArgs {
     pub out: PathBuf,
 }
 
-fn write(path: &PathBuf, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
-}
-
 pub fn export(args: &ExportArgs) -> Result<()> {
+    check_outputs(&[("checkpoint", &args.checkpoint)], &[("--out", &args.out)])?;
     let (model, meta) = load_checkpoint(&args.checkpoint, &Device::flex())?;
     let bytes = export::to_safetensors(&model, &meta)?;
-    write(&args.out, &bytes)?;
+    write_atomically(&args.out, &bytes)?;
     println!(
         "{} ({} parameters) → {}",
         meta.config.routing.label(),
@@ -52,11 +47,15 @@ pub fn export(args: &ExportArgs) -> Result<()> {
 }
 
 pub fn import(args: &ImportArgs) -> Result<()> {
+    check_outputs(
+        &[("safetensors file", &args.safetensors)],
+        &[("--out", &args.out)],
+    )?;
     let bytes = std::fs::read(&args.safetensors)
         .with_context(|| format!("cannot read {}", args.safetensors.display()))?;
     let (model, meta) = export::from_safetensors(&bytes, &Device::flex())
         .with_context(|| format!("{}", args.safetensors.display()))?;
-    write(&args.out, &block_on(checkpoint::to_bytes(&model, &meta))?)?;
+    write_atomically(&args.out, &block_on(checkpoint::to_bytes(&model, &meta))?)?;
     println!("{} → {}", meta.config.routing.label(), args.out.display());
     Ok(())
 }

@@ -28,8 +28,10 @@ pub struct EvalArgs {
     pub batches: usize,
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
-    /// Early exit: the confidence thresholds to evaluate.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 0.8, 0.9, 0.95, 0.99])]
+    /// Early exit: the confidence thresholds to evaluate (each in [0, 1]; other checkpoints
+    /// have none).
+    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 0.8, 0.9, 0.95, 0.99],
+          value_parser = crate::args::unit_interval)]
     pub threshold: Vec<f64>,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceChoice,
@@ -49,6 +51,13 @@ pub fn main(args: &EvalArgs) -> Result<()> {
     if args.batches == 0 || args.batch == 0 {
         bail!("--batches and --batch must be at least 1");
     }
+    let path = crate::args::corpus_path(args.corpus.as_ref());
+    if let Some(json) = &args.json {
+        crate::args::check_outputs(
+            &[("checkpoint", &args.checkpoint), ("corpus", &path)],
+            &[("--json", json)],
+        )?;
+    }
     let chosen = device::choose(args.device)?;
     eprintln!("device: {}", chosen.name);
     let (model, meta) = load_checkpoint(&args.checkpoint, &chosen.device)?;
@@ -59,7 +68,6 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         )
     };
     let ctx = model.config.context;
-    let path = crate::args::corpus_path(args.corpus.as_ref());
     let bytes =
         std::fs::read(&path).with_context(|| format!("cannot read corpus {}", path.display()))?;
     let text =

@@ -6,8 +6,17 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 
+/// The folder a command writes its reports into (`--out` where it names a folder), made if
+/// missing.
 pub fn results_dir(dir: &Path) -> Result<PathBuf> {
-    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    if dir.is_file() {
+        anyhow::bail!(
+            "--out {} is a file; this command writes several reports and takes a folder",
+            dir.display()
+        );
+    }
+    fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the folder {}", dir.display()))?;
     Ok(dir.to_path_buf())
 }
 

@@ -158,6 +158,9 @@ fn train_arm(
         start,
         state,
     )?;
+    if let Some(e) = &r.diverged {
+        anyhow::bail!("arm {task}/{}: {e}", spec.label);
+    }
     if let Some(k) = r.stopped_at {
         anyhow::bail!(
             "stopped in arm {task}/{} at step {k}, its training state in {}: the same command with --resume continues (finished arms are kept)",

@@ -119,7 +119,8 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-/// Ctrl-C asks the running training to stop ([`interrupted`]); a second one quits at once.
+/// Ctrl-C (SIGINT), SIGTERM or SIGHUP asks the running training to stop ([`interrupted`]); a
+/// second one quits at once.
 pub fn stop_on_ctrl_c() {
     let handler = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {

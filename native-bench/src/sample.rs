@@ -24,7 +24,8 @@ pub struct SampleArgs {
     pub prompt: String,
     #[arg(long, default_value_t = 200)]
     pub chars: usize,
-    #[arg(long, default_value_t = 0.8)]
+    /// Softmax temperature; 0 samples greedily (the most likely character).
+    #[arg(long, default_value_t = 0.8, value_parser = crate::args::non_negative)]
     pub temperature: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

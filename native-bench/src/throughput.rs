@@ -245,6 +245,8 @@ impl ThroughputArgs {
 
 pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
     args.validate()?;
+    // Made (or refused) before minutes of timing, not after.
+    let dir = report::results_dir(&args.out)?;
     tsa_core::sparse::use_device_kernels(!args.host_gather);
     let chosen = device::choose(args.device)?;
     let device = chosen.device.clone();
@@ -333,7 +335,6 @@ pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
         }
     }
 
-    let dir = report::results_dir(&args.out)?;
     let table = table(&rows, &shape);
     report::write(&dir.join("throughput.md"), &table)?;
     let jsonl = report::json_lines(&rows)?;

@@ -12,12 +12,13 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 use tsa_core::checkpoint::{self, CheckpointMeta};
+use tsa_core::data::Batch;
 use tsa_core::data::Corpus;
 use tsa_core::data::tasks::{Task, TaskSet};
 use tsa_core::read::block_on;
 use tsa_core::{
-    EvalStats, Execution, InitScheme, Preset, Recipe, Routing, RoutingKind, TrainConfig, Trainer,
-    TsaConfig, TsaGate, TsaModel, evaluate,
+    EvalStats, Execution, InitScheme, Preset, Recipe, Routing, RoutingKind, StepStats, TrainConfig,
+    Trainer, TsaConfig, TsaError, TsaGate, TsaModel, evaluate,
 };
 
 use crate::args::ShapeArgs;
@@ -99,10 +100,10 @@ pub struct TrainArgs {
     #[arg(long)]
     pub init_from: Option<PathBuf>,
     /// Evaluate every this many steps (default: the recipe's).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::positive)]
     pub eval_every: Option<usize>,
     /// Validation batches per evaluation (default: the recipe's).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::positive)]
     pub eval_batches: Option<usize>,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceChoice,
@@ -318,6 +319,8 @@ pub struct RunResult {
     pub step: usize,
     /// Where the run stopped before its last step (`--stop-at`, Ctrl-C), its state written.
     pub stopped_at: Option<usize>,
+    /// Why the run ended early with its last good model (a NaN loss).
+    pub diverged: Option<TsaError>,
 }
 
 /// Trains one model (from `start`) and evaluates it every `eval_every` steps and at the end,
@@ -374,16 +377,30 @@ pub fn run(
     // The last state on disk: a resumed run's own, until this run writes one.
     let mut saved = (first > 0 && state.path.exists()).then_some(first);
     let mut stopped_at = None;
+    let mut diverged = None;
+    // The last good step's numbers, for the evaluation a divergence ends the run with.
+    let mut previous = None;
     for s in first..train.steps {
         let batch = data.train_batch(train.batch_size, model.context, &mut rng, &ad);
-        let st = block_on(trainer.step(&batch)).with_context(|| match saved {
-            Some(k) => format!(
-                "{label}: training stopped; the training state of step {k} is in {} (a checkpoint \
-                 for eval and sample; resuming replays the same batches)",
-                state.path.display()
-            ),
-            None => format!("{label}: training stopped"),
-        })?;
+        let st = match block_on(trainer.step(&batch)) {
+            Ok(st) => st,
+            // A NaN leaves the model as it was: the run ends with it, evaluated and written,
+            // as a stop does — unless no step has succeeded yet.
+            Err(e @ TsaError::NonFiniteLoss { .. }) if previous.is_some() => {
+                diverged = Some(e);
+                break;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| match saved {
+                    Some(k) => format!(
+                        "{label}: training stopped; the training state of step {k} is in {} (a \
+                         checkpoint for eval and sample; resuming replays the same batches)",
+                        state.path.display()
+                    ),
+                    None => format!("{label}: training stopped"),
+                });
+            }
+        };
         let tps = ((st.step - first) * batch.inputs.dims().iter().product::<usize>()) as f64
             / start.elapsed().as_secs_f64();
         pb.set_message(format!(
@@ -393,56 +410,12 @@ pub fn run(
         pb.inc(1);
         let stop = st.step < train.steps && (state.stop_at == Some(st.step) || interrupted());
         if st.step % eval_every == 0 || s + 1 == train.steps || stop {
-            let inference = trainer.inference_model();
-            let ev = block_on(evaluate(&inference, &eval, Execution::Soft))?;
-            let hard = match model.routing.has_routers() {
-                true => Some(block_on(evaluate(
-                    &inference,
-                    &eval,
-                    Execution::Hard(model.routing.keep_scale()),
-                ))?),
-                false => None,
-            };
-            let hard_val_loss = hard.as_ref().map(|h| h.loss);
-            let line = format!(
-                "{label} step {:>5}: val {:.4} (bpc {:.3}) α soft {:.3} executed {:.3} (TLOps saved {:.1}%){} acc {:.4}{}",
-                st.step,
-                ev.loss,
-                ev.bpc,
-                ev.alpha,
-                ev.executed_alpha,
-                100.0 * ev.executed_tlops_saved,
-                hard_val_loss.map_or(String::new(), |l| format!(" executed val {l:.4}")),
-                ev.accuracy,
-                if st.mu != 0.0 {
-                    format!(" μ {:+.4}", st.mu)
-                } else {
-                    String::new()
-                },
-            );
-            // A hidden bar (output to a file or a pipe) drops `println`: print the line itself.
-            if pb.is_hidden() {
-                eprintln!("{line}");
-            } else {
-                pb.println(line);
+            let point = evaluate_point(&trainer, &eval, model, &st, tps, label, &pb)?;
+            curve.push(point.0);
+            last = Some((point.1, point.2));
+            if let Some(log) = &state.log {
+                write_atomically(log, crate::report::json_lines(&curve)?.as_bytes())?;
             }
-            curve.push(EvalPoint {
-                step: st.step,
-                train_loss: st.task_loss,
-                val_loss: ev.loss,
-                bpc: ev.bpc,
-                alpha: ev.alpha,
-                tlops_saved: ev.tlops_saved,
-                executed_alpha: ev.executed_alpha,
-                executed_tlops_saved: ev.executed_tlops_saved,
-                hard_val_loss,
-                accuracy: ev.accuracy,
-                tokens_per_s: tps,
-                mu: st.mu,
-                p_histogram: ev.p_histogram.clone(),
-                layers: model.n_layers,
-            });
-            last = Some((ev, hard));
             // The last step's state is not needed: the run is complete.
             if st.step < train.steps {
                 let seconds = before + start.elapsed().as_secs_f64();
@@ -453,6 +426,20 @@ pub fn run(
         if stop {
             stopped_at = Some(st.step);
             break;
+        }
+        previous = Some((st, tps));
+    }
+    if let (Some(e), Some((st, tps))) = (&diverged, &previous)
+        && curve.last().map(|p| p.step) != Some(st.step)
+    {
+        // An update can itself make the weights non-finite (a huge learning rate): then the
+        // model before the NaN is no good either, and nothing is written.
+        let point = evaluate_point(&trainer, &eval, model, st, *tps, label, &pb)
+            .with_context(|| format!("{label}: {e}, and the model of step {} does not evaluate (is the learning rate too high?); nothing written", st.step))?;
+        curve.push(point.0);
+        last = Some((point.1, point.2));
+        if let Some(log) = &state.log {
+            write_atomically(log, crate::report::json_lines(&curve)?.as_bytes())?;
         }
     }
     pb.finish_and_clear();
@@ -468,7 +455,71 @@ pub fn run(
         seconds: before + start.elapsed().as_secs_f64(),
         step: trainer.step,
         stopped_at,
+        diverged,
     })
+}
+
+/// Evaluates the trainer's model soft and, where it routes, with the inference rule executed;
+/// prints the line and returns the log's point.
+fn evaluate_point(
+    trainer: &Trainer,
+    eval: &[Batch],
+    model: &TsaConfig,
+    st: &StepStats,
+    tokens_per_s: f64,
+    label: &str,
+    pb: &ProgressBar,
+) -> Result<(EvalPoint, EvalStats, Option<EvalStats>)> {
+    let inference = trainer.inference_model();
+    let ev = block_on(evaluate(&inference, eval, Execution::Soft))?;
+    let hard = match model.routing.has_routers() {
+        true => Some(block_on(evaluate(
+            &inference,
+            eval,
+            Execution::Hard(model.routing.keep_scale()),
+        ))?),
+        false => None,
+    };
+    let hard_val_loss = hard.as_ref().map(|h| h.loss);
+    let line = format!(
+        "{label} step {:>5}: val {:.4} (bpc {:.3}) α soft {:.3} executed {:.3} (TLOps saved {:.1}%){} acc {:.4}{}",
+        st.step,
+        ev.loss,
+        ev.bpc,
+        ev.alpha,
+        ev.executed_alpha,
+        100.0 * ev.executed_tlops_saved,
+        hard_val_loss.map_or(String::new(), |l| format!(" executed val {l:.4}")),
+        ev.accuracy,
+        if st.mu != 0.0 {
+            format!(" μ {:+.4}", st.mu)
+        } else {
+            String::new()
+        },
+    );
+    // A hidden bar (output to a file or a pipe) drops `println`: print the line itself.
+    if pb.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        pb.println(line);
+    }
+    let point = EvalPoint {
+        step: st.step,
+        train_loss: st.task_loss,
+        val_loss: ev.loss,
+        bpc: ev.bpc,
+        alpha: ev.alpha,
+        tlops_saved: ev.tlops_saved,
+        executed_alpha: ev.executed_alpha,
+        executed_tlops_saved: ev.executed_tlops_saved,
+        hard_val_loss,
+        accuracy: ev.accuracy,
+        tokens_per_s,
+        mu: st.mu,
+        p_histogram: ev.p_histogram.clone(),
+        layers: model.n_layers,
+    };
+    Ok((point, ev, hard))
 }
 
 /// A run ready to go: from flags, or from a training state.
@@ -645,12 +696,24 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         );
     }
     let files = args.files(prior);
-    if files.state == files.out || files.state == files.log {
-        anyhow::bail!(
-            "--state {} would overwrite the run's checkpoint or log",
-            files.state.display()
-        );
+    // What the run reads is never what it writes, nor are two of its outputs one file; and a
+    // path it cannot write is refused now, not after hours of training.
+    let mut inputs: Vec<(&str, &Path)> = Vec::new();
+    if let Some(corpus) = &plan.source.corpus {
+        inputs.push(("corpus", corpus));
     }
+    if let Some(init) = &args.init_from {
+        inputs.push(("--init-from file", init));
+    }
+    let mut outputs: Vec<(&str, &Path)> = vec![
+        ("--out", &files.out),
+        ("--log", &files.log),
+        ("--state", &files.state),
+    ];
+    if let Some(windows) = &args.windows_out {
+        outputs.push(("--windows-out", windows));
+    }
+    crate::args::check_outputs(&inputs, &outputs)?;
     // A stopped run's state is not overwritten by a new run (it would be lost): resume it, or
     // remove it first.
     if args.resume.is_none() && files.state.exists() {
@@ -721,6 +784,16 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         files.out.display(),
         files.log.display()
     );
+    if let Some(e) = r.diverged {
+        // The run is over: its state would only replay the same steps into the same NaN.
+        remove_if_there(&out.path)?;
+        anyhow::bail!(
+            "{e}: the model of step {} (the last good one) is in {}, its log in {}",
+            r.step,
+            files.out.display(),
+            files.log.display()
+        );
+    }
     match r.stopped_at {
         Some(k) => println!(
             "stopped at step {k} of {}; training state {}\ncontinue: native-bench train --resume {}",

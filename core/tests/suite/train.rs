@@ -200,7 +200,7 @@ fn a_non_finite_loss_stops_training_and_keeps_the_last_good_model() {
         matches!(err, TsaError::NonFiniteLoss { step: 2, .. }),
         "{err}"
     );
-    assert!(err.to_string().contains("last good model"));
+    assert!(err.to_string().contains("that step was not applied"));
     assert_eq!(trainer.step, 1, "the failed step is not counted");
     // The model is exactly what it was before the failing step (no update applied).
     let w = |m: &tsa_core::TsaModel| {
