@@ -432,10 +432,32 @@ pub fn run(
     if let (Some(e), Some((st, tps))) = (&diverged, &previous)
         && curve.last().map(|p| p.step) != Some(st.step)
     {
-        // An update can itself make the weights non-finite (a huge learning rate): then the
-        // model before the NaN is no good either, and nothing is written.
-        let point = evaluate_point(&trainer, &eval, model, st, *tps, label, &pb)
-            .with_context(|| format!("{label}: {e}, and the model of step {} does not evaluate (is the learning rate too high?); nothing written", st.step))?;
+        // Usually the update before the NaN already broke the weights (the loss is computed
+        // from them): then the last model that evaluated is the one in the last training
+        // state, and that is what the checkpoint gets; the log already ends at it.
+        let point = match evaluate_point(&trainer, &eval, model, st, *tps, label, &pb) {
+            Ok(point) => point,
+            Err(why) => {
+                pb.finish_and_clear();
+                let tried = format!(
+                    "{label}: {e}, and the model of step {} does not evaluate ({why}; is the \
+                     learning rate too high?)",
+                    st.step
+                );
+                let (Some(k), Some(out)) = (saved, &state.out) else {
+                    anyhow::bail!("{tried}; no evaluation succeeded, nothing written");
+                };
+                let bytes = std::fs::read(&state.path)
+                    .with_context(|| format!("{tried}; cannot read {}", state.path.display()))?;
+                write_atomically(out, tsa_core::train_state::checkpoint_bytes(&bytes)?)?;
+                anyhow::bail!(
+                    "{tried}; the last model that evaluated, of step {k}, is in {} (the log ends \
+                     at it; its training state is {})",
+                    out.display(),
+                    state.path.display()
+                );
+            }
+        };
         curve.push(point.0);
         last = Some((point.1, point.2));
         if let Some(log) = &state.log {

@@ -144,7 +144,7 @@ fn the_log_grows_at_every_evaluation_and_sigterm_stops_like_ctrl_c() {
 }
 
 #[test]
-fn a_run_whose_weights_blow_up_writes_nothing_and_says_why() {
+fn a_run_whose_loss_turns_nan_keeps_the_last_model_that_evaluated() {
     let dir = scratch("nan");
     let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let corpus = corpus_in(&dir);
