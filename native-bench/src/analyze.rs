@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use burn::tensor::activation::log_softmax;
 use clap::Args;
 use serde::Serialize;
 use tsa_core::Execution;
 use tsa_core::char_class::{CLASSES, class};
-use tsa_core::data::{Batch, Corpus, Split};
+use tsa_core::data::{Batch, Split};
 use tsa_core::read::block_on;
 
 use crate::args::load_checkpoint;
@@ -62,10 +62,7 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
         bail!("{} has no routers to analyse", model.config.routing.label());
     }
     let ctx = model.config.context;
-    let path = crate::args::corpus_path(args.corpus.as_ref());
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read corpus {}", path.display()))?;
-    let corpus = Corpus::with_tokenizer(&text, tok.clone(), ctx)?;
+    let (_, corpus) = crate::args::corpus_for(args.corpus.as_ref(), tok.clone(), ctx)?;
     let n_r = model.routers.len();
     let mut sums = vec![(0usize, vec![0.0f64; n_r], 0.0f64); CLASSES.len()];
     let (mut all_active, mut all_loss) = (Vec::new(), Vec::new());

@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use burn::tensor::Device;
 use clap::Args;
 use tsa_core::checkpoint::{self, CheckpointMeta};
+use tsa_core::data::{CharTokenizer, Corpus};
 use tsa_core::{TsaConfig, TsaModel};
 
 /// The transformer's shape: each flag given replaces the recipe's (the paper's LM shape where
@@ -36,8 +37,42 @@ impl ShapeArgs {
 /// puts Tiny-Shakespeare).
 pub fn corpus_path(flag: Option<&PathBuf>) -> PathBuf {
     flag.cloned()
-        .or_else(|| std::env::var_os("TSA_CORPUS").map(PathBuf::from))
+        .or_else(|| {
+            std::env::var_os("TSA_CORPUS")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
         .unwrap_or_else(|| PathBuf::from("data/tinyshakespeare.txt"))
+}
+
+/// The corpus file's path and bytes; the error says how to get Tiny-Shakespeare.
+pub fn read_corpus(flag: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
+    let path = corpus_path(flag);
+    let bytes = std::fs::read(&path).with_context(|| {
+        format!(
+            "cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)",
+            path.display()
+        )
+    })?;
+    Ok((path, bytes))
+}
+
+/// The corpus in a checkpoint's vocabulary (`eval`, `analyze`), every error naming the file.
+pub fn corpus_for(
+    flag: Option<&PathBuf>,
+    vocab: CharTokenizer,
+    context: usize,
+) -> Result<(PathBuf, Corpus)> {
+    let (path, bytes) = read_corpus(flag)?;
+    let text = std::str::from_utf8(&bytes)
+        .with_context(|| format!("corpus {} is not UTF-8", path.display()))?;
+    let corpus = Corpus::with_tokenizer(text, vocab, context).with_context(|| {
+        format!(
+            "corpus {} does not fit the checkpoint's vocabulary",
+            path.display()
+        )
+    })?;
+    Ok((path, corpus))
 }
 
 /// Reads a checkpoint written by `train` (or the web app); the error names the file.

@@ -5,10 +5,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use serde::Serialize;
-use tsa_core::data::Corpus;
 use tsa_core::read::block_on;
 use tsa_core::{EvalStats, Execution, KeepScale, Routing, evaluate};
 
@@ -68,16 +67,7 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         )
     };
     let ctx = model.config.context;
-    let bytes =
-        std::fs::read(&path).with_context(|| format!("cannot read corpus {}", path.display()))?;
-    let text =
-        String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
-    let corpus = Corpus::with_tokenizer(&text, tok, ctx).with_context(|| {
-        format!(
-            "corpus {} does not fit the checkpoint's vocabulary",
-            path.display()
-        )
-    })?;
+    let (_, corpus) = crate::args::corpus_for(args.corpus.as_ref(), tok, ctx)?;
     let batches = corpus.eval_batches(args.batches, args.batch, ctx, &chosen.device);
 
     let routing = model.config.routing;

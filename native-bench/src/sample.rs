@@ -47,10 +47,12 @@ fn paint(ch: char, active: f32, colour: bool) -> String {
     format!("\x1b[48;2;{r};{g};60m\x1b[38;2;255;255;255m{shown}\x1b[0m")
 }
 
-fn mode(sparse: bool) -> &'static str {
-    match sparse {
-        true => "sparse-TSA",
-        false => "soft (all blocks)",
+fn mode(sparse: bool, routed: bool) -> &'static str {
+    match (sparse, routed) {
+        (true, true) => "sparse-TSA",
+        // A dense or early-exit checkpoint has no routers: both modes run every block.
+        (true, false) => "sparse (no routers: all blocks)",
+        (false, _) => "soft (all blocks)",
     }
 }
 
@@ -60,7 +62,11 @@ pub fn main(args: &SampleArgs) -> Result<()> {
     let Some(tok) = meta.vocab else {
         bail!("this checkpoint has no character vocabulary (a synthetic-task model)")
     };
+    if args.prompt.is_empty() {
+        bail!("--prompt is empty: generation continues a text of at least one character");
+    }
     let prompt = tok.encode(&args.prompt)?;
+    let routed = model.config.routing.has_routers();
     let colour = std::io::stdout().is_terminal();
     println!(
         "{} on {}, {} characters after {:?} (each mode warmed up untimed first)\n",
@@ -93,7 +99,7 @@ pub fn main(args: &SampleArgs) -> Result<()> {
         run(sparse, model.config.context + 1)?;
         println!(
             "warm-up, {}: {} tokens in {:.2} s",
-            mode(sparse),
+            mode(sparse, routed),
             model.config.context + 1,
             t0.elapsed().as_secs_f64()
         );
@@ -132,7 +138,7 @@ pub fn main(args: &SampleArgs) -> Result<()> {
         };
         println!(
             "── {} ({:.1} tokens/s, α {:.3})\n{}{}\n",
-            mode(sparse),
+            mode(sparse, routed),
             args.chars as f64 / secs,
             g.alpha,
             args.prompt,

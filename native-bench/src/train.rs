@@ -21,7 +21,7 @@ use tsa_core::{
     Trainer, TsaConfig, TsaError, TsaGate, TsaModel, evaluate,
 };
 
-use crate::args::ShapeArgs;
+use crate::args::{ShapeArgs, read_corpus};
 use crate::device::{self, DeviceChoice};
 use crate::resume::{
     Progress, Source, Start, StateOut, absolute, interrupted, read_state, remove_if_there,
@@ -269,13 +269,6 @@ pub fn load_corpus(path: Option<&PathBuf>, context: usize) -> Result<CorpusFile>
         path: absolute(&path),
         crc: crc32fast::hash(&bytes),
     })
-}
-
-/// The corpus file's path and bytes.
-fn read_corpus(path: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
-    let path = crate::args::corpus_path(path);
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read corpus {} (run scripts/demo once to fetch Tiny-Shakespeare, or pass --corpus)", path.display()))?;
-    Ok((path, bytes))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -713,7 +706,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         && (k <= at || k >= train.steps)
     {
         anyhow::bail!(
-            "--stop-at {k} is not between the run's step {at} and its last step {}",
+            "--stop-at {k} must be after the run's step {at} and before its last step {}",
             train.steps
         );
     }

@@ -97,7 +97,7 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
     );
     refused(
         &resume(&["--corpus", &corpus, "--stop-at", "12"]),
-        "--stop-at 12 is not between",
+        "--stop-at 12 must be after",
     );
 
     // Without --out and --log: the stopped run's own files.
