@@ -109,22 +109,34 @@ pub fn non_negative(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
-/// The file a path names, whether or not it exists yet: absolute, with its folder's links
-/// resolved (`a.tsa` and `./x/../a.tsa` are one file).
-fn identity(path: &Path) -> PathBuf {
-    if let Ok(p) = path.canonicalize() {
-        return p;
-    }
+/// The file a path names, whether or not it exists yet: absolute, links resolved as far as the
+/// path exists and `.`/`..` resolved beyond (`a.tsa`, `./new/../a.tsa` and a link to it are one
+/// file).
+pub fn identity(path: &Path) -> PathBuf {
+    use std::path::Component;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    match (abs.parent(), abs.file_name()) {
-        (Some(dir), Some(name)) => dir.canonicalize().map_or(abs.clone(), |d| d.join(name)),
-        _ => abs,
+    let mut id = PathBuf::new();
+    for part in abs.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                id.pop();
+            }
+            other => {
+                id.push(other);
+                if let Ok(real) = id.canonicalize() {
+                    id = real;
+                }
+            }
+        }
     }
+    id
 }
 
 /// Refuses, before any work, outputs that would overwrite one of the inputs or each other,
-/// and outputs that cannot be written (a folder in the way, a folder that cannot be made, no
-/// permission): a run that can only fail at its end is refused at its start.
+/// and outputs that cannot be written (a folder in the way, a file where a folder must go, no
+/// permission): a run that can only fail at its end is refused at its start. Nothing is made
+/// on disk: the folders are made when the files are written.
 pub fn check_outputs(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<()> {
     for (i, (flag, out)) in outputs.iter().enumerate() {
         let id = identity(out);
@@ -144,22 +156,36 @@ pub fn check_outputs(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Res
                 );
             }
         }
+    }
+    for (flag, out) in outputs {
         writable(out).with_context(|| format!("{flag} {}", out.display()))?;
     }
     Ok(())
 }
 
-/// Makes the file's folder and checks that a file can be created in it.
+/// Whether a file can be written at `path`: it names a file, not a folder, and its nearest
+/// existing ancestor is a folder this process can create files in.
 fn writable(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        anyhow::bail!("is a folder; a file name is needed");
+    let ends_in_separator = path
+        .as_os_str()
+        .to_string_lossy()
+        .ends_with(std::path::MAIN_SEPARATOR);
+    if path.is_dir() || ends_in_separator || path.file_name().is_none() {
+        anyhow::bail!("is a folder (or names none); a file name is needed");
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot make the folder {}", dir.display()))?;
+    let mut dir = std::path::absolute(path)?;
+    dir.pop();
+    while !dir.exists() {
+        if !dir.pop() {
+            anyhow::bail!("has no existing folder above it");
+        }
+    }
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{} is a file, so no folder can be made in it",
+            dir.display()
+        );
+    }
     let probe = dir.join(format!(".tsa-probe-{}", std::process::id()));
     std::fs::File::create(&probe).with_context(|| format!("cannot write in {}", dir.display()))?;
     let _ = std::fs::remove_file(&probe);
@@ -191,16 +217,24 @@ mod tests {
         // A folder where the file should go, and a file where its folder should be.
         let e = err(&[], &[("--out", &dir)]);
         assert!(e.contains("is a folder"), "{e}");
-        let e = err(&[], &[("--out", &corpus.join("x.tsa"))]);
-        assert!(e.contains("cannot make the folder"), "{e}");
+        let e = err(&[], &[("--out", &corpus.join("deeper/x.tsa"))]);
+        assert!(
+            e.contains("is a file, so no folder can be made in it"),
+            "{e}"
+        );
+        let e = err(&[], &[("--out", &dir.join("newdir/"))]);
+        assert!(e.contains("a file name is needed"), "{e}");
+        // `..` through a folder that does not exist yet still lands on the corpus.
+        let e = err(
+            &[("corpus", &corpus)],
+            &[("--log", &dir.join("nothere/../corpus.txt"))],
+        );
+        assert!(e.contains("is the corpus"), "{e}");
         assert_eq!(std::fs::read_to_string(&corpus).expect("kept"), "text");
-        // Distinct writable outputs pass, their folders made, nothing left behind in them.
+        // Distinct writable outputs pass, and the check makes nothing on disk.
         let (a, b) = (dir.join("deep/er/a.tsa"), dir.join("deep/er/a.jsonl"));
         check_outputs(&[("corpus", &corpus)], &[("--out", &a), ("--log", &b)]).expect("fine");
-        let left: Vec<_> = std::fs::read_dir(dir.join("deep/er"))
-            .expect("made")
-            .collect();
-        assert!(left.is_empty(), "{left:?}");
+        assert!(!dir.join("deep").exists() && !dir.join("new").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -152,11 +152,24 @@ fn series(runs: &[Run], y: impl Fn(&EvalPoint) -> f64) -> Vec<Series> {
 }
 
 pub fn main(args: &CompareArgs) -> Result<()> {
-    let runs = args
+    let mut runs = args
         .logs
         .iter()
         .map(|p| read_log(p))
         .collect::<Result<Vec<_>>>()?;
+    // Logs of the same name from different folders (every run's default is train-log.jsonl)
+    // are told apart by their folder.
+    for (run, path) in runs.iter_mut().zip(&args.logs) {
+        if args
+            .logs
+            .iter()
+            .filter(|p| p.file_stem() == path.file_stem())
+            .count()
+            > 1
+        {
+            run.name = path.with_extension("").display().to_string();
+        }
+    }
     let rows = rows(&runs);
     let md = markdown(&rows);
     let dir = report::results_dir(&args.out)?;
@@ -267,6 +280,26 @@ mod tests {
             let text = std::fs::read_to_string(dir.join("out").join(svg)).expect("plot");
             assert!(text.contains("<svg") && text.contains("routed"), "{svg}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn logs_of_one_name_are_told_apart_by_their_folder() {
+        let dir = scratch("stems");
+        for sub in ["a", "b"] {
+            std::fs::create_dir_all(dir.join(sub)).expect("folder");
+            log(&dir.join(sub), "train-log", &[point(100, 2.0, None, 1.0)]);
+        }
+        let args = CompareArgs {
+            logs: vec![dir.join("a/train-log.jsonl"), dir.join("b/train-log.jsonl")],
+            out: dir.join("out"),
+        };
+        main(&args).expect("compare runs");
+        let md = std::fs::read_to_string(dir.join("out/compare.md")).expect("compare.md");
+        assert!(
+            md.contains("a/train-log |") && md.contains("b/train-log |"),
+            "{md}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -84,7 +84,14 @@ pub fn line_chart(
         all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
     );
     // The legend gets its own column to the right, so that it never covers a point.
-    let root = SVGBackend::new(path, (1040, 500)).into_drawing_area();
+    // About 7 px per character of 13 px text, the longest name setting the column's width.
+    let longest = series
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    let legend_width = 40 + 7 * longest as u32;
+    let root = SVGBackend::new(path, (760 + legend_width, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (plot, legend) = root.split_horizontally(760);
     let mut chart = ChartBuilder::on(&plot)

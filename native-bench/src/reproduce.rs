@@ -159,7 +159,12 @@ fn train_arm(
         state,
     )?;
     if let Some(e) = &r.diverged {
-        anyhow::bail!("arm {task}/{}: {e}", spec.label);
+        anyhow::bail!(
+            "arm {task}/{}: {e}; its training state {} would replay the same steps with \
+             --resume: change the recipe, or delete it",
+            spec.label,
+            state.path.display()
+        );
     }
     if let Some(k) = r.stopped_at {
         anyhow::bail!(

@@ -1,6 +1,7 @@
 //! Stopping and resuming: what `train` and `reproduce` keep in a training state besides the
 //! trainer, where they write it, and Ctrl-C. The state itself is tsa-core's `train_state`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -126,7 +127,9 @@ pub fn stop_on_ctrl_c() {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!(
+        // Not `eprintln!`: after SIGHUP the terminal may be gone, and a failed write panics.
+        let _ = writeln!(
+            std::io::stderr(),
             "\ninterrupted: stopping after this step and writing the training state (Ctrl-C again quits at once)"
         );
     });

@@ -378,10 +378,15 @@ pub fn run(
         let st = match block_on(trainer.step(&batch)) {
             Ok(st) => st,
             // A NaN leaves the model as it was: the run ends with it, evaluated and written,
-            // as a stop does — unless no step has succeeded yet.
+            // as a stop does.
             Err(e @ TsaError::NonFiniteLoss { .. }) if previous.is_some() => {
                 diverged = Some(e);
                 break;
+            }
+            // At this session's first step (a resumed run's model evaluated when it stopped).
+            Err(e @ TsaError::NonFiniteLoss { .. }) => {
+                pb.finish_and_clear();
+                return Err(keep_last_evaluated(format!("{label}: {e}"), saved, state));
             }
             Err(e) => {
                 return Err(e).with_context(|| match saved {
@@ -403,7 +408,14 @@ pub fn run(
         pb.inc(1);
         let stop = st.step < train.steps && (state.stop_at == Some(st.step) || interrupted());
         if st.step % eval_every == 0 || s + 1 == train.steps || stop {
-            let point = evaluate_point(&trainer, &eval, model, &st, tps, label, &pb)?;
+            let point = match evaluate_point(&trainer, &eval, model, &st, tps, label, &pb) {
+                Ok(point) => point,
+                Err(why) => {
+                    pb.finish_and_clear();
+                    let why = format!("{label}: the evaluation at step {} failed: {why}", st.step);
+                    return Err(keep_last_evaluated(why, saved, state));
+                }
+            };
             curve.push(point.0);
             last = Some((point.1, point.2));
             if let Some(log) = &state.log {
@@ -432,23 +444,12 @@ pub fn run(
             Ok(point) => point,
             Err(why) => {
                 pb.finish_and_clear();
-                let tried = format!(
+                let why = format!(
                     "{label}: {e}, and the model of step {} does not evaluate ({why}; is the \
                      learning rate too high?)",
                     st.step
                 );
-                let (Some(k), Some(out)) = (saved, &state.out) else {
-                    anyhow::bail!("{tried}; no evaluation succeeded, nothing written");
-                };
-                let bytes = std::fs::read(&state.path)
-                    .with_context(|| format!("{tried}; cannot read {}", state.path.display()))?;
-                write_atomically(out, tsa_core::train_state::checkpoint_bytes(&bytes)?)?;
-                anyhow::bail!(
-                    "{tried}; the last model that evaluated, of step {k}, is in {} (the log ends \
-                     at it; its training state is {})",
-                    out.display(),
-                    state.path.display()
-                );
+                return Err(keep_last_evaluated(why, saved, state));
             }
         };
         curve.push(point.0);
@@ -472,6 +473,37 @@ pub fn run(
         stopped_at,
         diverged,
     })
+}
+
+/// The error that ends a run whose model no longer evaluates (usually: the update before a
+/// NaN made the weights non-finite). The last model that did is in the last training state
+/// (`saved`: its step); `train` copies it to its checkpoint, whose log already ends there.
+fn keep_last_evaluated(why: String, saved: Option<usize>, state: &StateOut) -> anyhow::Error {
+    let Some(k) = saved else {
+        return anyhow::anyhow!("{why}; no evaluation succeeded, nothing written");
+    };
+    let at = state.path.display();
+    let Some(out) = &state.out else {
+        return anyhow::anyhow!(
+            "{why}; the last model that evaluated, of step {k}, is in the training state {at} \
+             (resuming it replays the same steps: change the recipe, or delete it)"
+        );
+    };
+    let copied = std::fs::read(&state.path)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| write_atomically(out, tsa_core::train_state::checkpoint_bytes(&bytes)?));
+    match copied {
+        Ok(()) => anyhow::anyhow!(
+            "{why}; the last model that evaluated, of step {k}, is in {} (the log ends at it; \
+             its training state is {at})",
+            out.display()
+        ),
+        Err(e) => anyhow::anyhow!(
+            "{why}; the last model that evaluated, of step {k}, is in the training state {at} \
+             (copying it to {} failed: {e})",
+            out.display()
+        ),
+    }
 }
 
 /// Evaluates the trainer's model soft and, where it routes, with the inference rule executed;
@@ -731,7 +763,8 @@ pub fn main(args: &TrainArgs) -> Result<()> {
     crate::args::check_outputs(&inputs, &outputs)?;
     // A stopped run's state is not overwritten by a new run (it would be lost): resume it, or
     // remove it first.
-    if args.resume.is_none() && files.state.exists() {
+    let resumed_from = args.resume.as_deref().map(crate::args::identity);
+    if files.state.exists() && resumed_from != Some(crate::args::identity(&files.state)) {
         anyhow::bail!(
             "{} holds a stopped run's training state: continue it with `native-bench train --resume {}`, or delete it to start afresh",
             files.state.display(),

@@ -45,7 +45,7 @@ fn corpus_rejects_empty_non_utf8_and_too_short_input() {
     }
     let err = Corpus::from_text("short text", 128).unwrap_err();
     assert!(matches!(err, TsaError::CorpusTooShort { .. }), "{err}");
-    assert!(err.to_string().contains("fewer than one context"));
+    assert!(err.to_string().contains("a context window plus one"));
 }
 
 #[test]
