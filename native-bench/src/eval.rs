@@ -165,7 +165,7 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         println!("{}", report::markdown(&header, &body));
     }
     if let Some(out) = &args.json {
-        report::write(out, &serde_json::to_string_pretty(&rows)?)?;
+        crate::resume::write_atomically(out, serde_json::to_string_pretty(&rows)?.as_bytes())?;
     }
     Ok(())
 }

@@ -782,8 +782,7 @@ pub fn main(args: &TrainArgs) -> Result<()> {
             train.seed,
             plan.eval_batches,
         );
-        std::fs::write(path, serde_json::to_string(&log)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_atomically(path, serde_json::to_string(&log)?.as_bytes())?;
     }
     let out = StateOut {
         path: files.state.clone(),
