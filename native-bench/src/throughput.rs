@@ -243,6 +243,16 @@ impl ThroughputArgs {
     }
 }
 
+/// Milliseconds with three significant digits at least one decimal (small shapes time in
+/// hundredths of a millisecond).
+fn ms(t: f64) -> String {
+    match t {
+        t if t < 1.0 => format!("{t:.3}"),
+        t if t < 10.0 => format!("{t:.2}"),
+        t => format!("{t:.1}"),
+    }
+}
+
 pub fn run(args: &ThroughputArgs) -> Result<Vec<Row>> {
     args.validate()?;
     // Made (or refused) before minutes of timing, not after.
@@ -373,8 +383,8 @@ fn table(rows: &[Row], shape: &TsaConfig) -> String {
                 r.alpha.map_or("—".into(), |a| format!("{a:.3}")),
                 r.tlops_saved
                     .map_or("—".into(), |t| format!("{:.1}%", 100.0 * t)),
-                format!("{:.1}", r.ms_median),
-                format!("{:.1}–{:.1}", r.ms_min, r.ms_max),
+                ms(r.ms_median),
+                format!("{}–{}", ms(r.ms_min), ms(r.ms_max)),
                 format!("{:.3}×", r.speedup),
             ]
         })

@@ -54,8 +54,9 @@ pub struct TrainArgs {
     /// MoD capacity (share of each sequence a routed block processes).
     #[arg(long, default_value_t = 0.75)]
     pub capacity: f64,
-    /// Train on a synthetic task instead of a corpus.
-    #[arg(long, value_enum)]
+    /// Train on a synthetic task instead of a corpus (with the paper's §3.1 recipe, so neither
+    /// --recipe nor --corpus applies).
+    #[arg(long, value_enum, conflicts_with_all = ["recipe", "corpus"])]
     pub task: Option<Task>,
     /// Any UTF-8 text (default: Tiny-Shakespeare from $TSA_CORPUS or data/tinyshakespeare.txt).
     #[arg(long)]
