@@ -1,4 +1,5 @@
-//! Command-line pieces more than one subcommand takes: the model's shape flags and a checkpoint.
+//! Command-line pieces more than one subcommand takes: the model's shape flags, a checkpoint,
+//! the corpus, bounded flag values, and the check that outputs destroy nothing.
 
 use std::path::{Path, PathBuf};
 
