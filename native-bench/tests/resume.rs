@@ -99,6 +99,14 @@ fn a_run_stopped_and_resumed_ends_where_the_whole_run_ends() {
         &resume(&["--corpus", &corpus, "--stop-at", "12"]),
         "--stop-at 12 must be after",
     );
+    // Another run's state is not overwritten by a resumed one either.
+    let other_state = p("other.state");
+    std::fs::copy(&state, &other_state).expect("copy");
+    refused(
+        &resume(&["--corpus", &corpus, "--state", &other_state]),
+        "holds a stopped run's training state",
+    );
+    std::fs::remove_file(&other_state).expect("remove");
 
     // Without --out and --log: the stopped run's own files.
     let rest = bench(&[
