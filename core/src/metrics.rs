@@ -86,6 +86,12 @@ pub fn tlops_saved(alpha: f64, n_layers: usize) -> f64 {
     (n_layers as f64 - 1.0) * (1.0 - alpha) / n_layers as f64
 }
 
+/// Blocks run per token at α: L·(1 − TLOps saved) = 1 + (L−1)·α (the stem always runs). What
+/// compares a routed model with a dense one of another depth.
+pub fn blocks_run(alpha: f64, n_layers: usize) -> f64 {
+    n_layers as f64 * (1.0 - tlops_saved(alpha, n_layers))
+}
+
 /// Bits per character from a loss in nats.
 pub fn bpc(loss_nats: f64) -> f64 {
     loss_nats / std::f64::consts::LN_2

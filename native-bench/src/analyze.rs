@@ -62,7 +62,7 @@ pub fn main(args: &AnalyzeArgs) -> Result<()> {
         bail!("{} has no routers to analyse", model.config.routing.label());
     }
     let ctx = model.config.context;
-    let (_, corpus) = crate::args::corpus_for(args.corpus.as_ref(), tok.clone(), ctx)?;
+    let corpus = crate::args::corpus_for(args.corpus.as_ref(), tok.clone(), ctx)?;
     let n_r = model.routers.len();
     let mut sums = vec![(0usize, vec![0.0f64; n_r], 0.0f64); CLASSES.len()];
     let (mut all_active, mut all_loss) = (Vec::new(), Vec::new());

@@ -59,21 +59,27 @@ pub fn read_corpus(flag: Option<&PathBuf>) -> Result<(PathBuf, Vec<u8>)> {
 }
 
 /// The corpus in a checkpoint's vocabulary (`eval`, `analyze`), every error naming the file.
-pub fn corpus_for(
-    flag: Option<&PathBuf>,
+pub fn corpus_for(flag: Option<&PathBuf>, vocab: CharTokenizer, context: usize) -> Result<Corpus> {
+    let (path, bytes) = read_corpus(flag)?;
+    corpus_from(&path, &bytes, vocab, context)
+}
+
+/// The text of the corpus file `path` (its `bytes`) in `vocab`: a checkpoint's or a training
+/// state's.
+pub fn corpus_from(
+    path: &Path,
+    bytes: &[u8],
     vocab: CharTokenizer,
     context: usize,
-) -> Result<(PathBuf, Corpus)> {
-    let (path, bytes) = read_corpus(flag)?;
-    let text = std::str::from_utf8(&bytes)
+) -> Result<Corpus> {
+    let text = std::str::from_utf8(bytes)
         .with_context(|| format!("corpus {} is not UTF-8", path.display()))?;
-    let corpus = Corpus::with_tokenizer(text, vocab, context).with_context(|| {
+    Corpus::with_tokenizer(text, vocab, context).with_context(|| {
         format!(
             "corpus {} does not fit the checkpoint's vocabulary",
             path.display()
         )
-    })?;
-    Ok((path, corpus))
+    })
 }
 
 /// Reads a checkpoint written by `train` (or the web app); the error names the file.

@@ -8,6 +8,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
 
+use tsa_core::metrics;
+
 use crate::report::{self, Series};
 use crate::train::EvalPoint;
 
@@ -39,8 +41,8 @@ pub struct Row {
     pub alpha: f64,
     pub executed_alpha: f64,
     pub executed_tlops_saved: f64,
-    /// L × (1 − executed TLOps saved): what compares runs of different depths (None where the
-    /// log predates its `layers` field).
+    /// `metrics::blocks_run` at the executed α: what compares runs of different depths (None
+    /// where the log predates its `layers` field).
     pub blocks_per_token: Option<f64>,
     /// Executed loss relative to the first run's (0.01 = 1% worse).
     pub vs_reference: f64,
@@ -101,7 +103,7 @@ pub fn rows(runs: &[Run]) -> Vec<Row> {
                 executed_alpha: p.executed_alpha,
                 executed_tlops_saved: p.executed_tlops_saved,
                 blocks_per_token: (p.layers > 0)
-                    .then_some(p.layers as f64 * (1.0 - p.executed_tlops_saved)),
+                    .then(|| metrics::blocks_run(p.executed_alpha, p.layers)),
                 vs_reference: reference.map_or(0.0, |r0| executed / r0 - 1.0),
             }
         })

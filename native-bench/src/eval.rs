@@ -67,7 +67,7 @@ pub fn main(args: &EvalArgs) -> Result<()> {
         )
     };
     let ctx = model.config.context;
-    let (_, corpus) = crate::args::corpus_for(args.corpus.as_ref(), tok, ctx)?;
+    let corpus = crate::args::corpus_for(args.corpus.as_ref(), tok, ctx)?;
     let batches = corpus.eval_batches(args.batches, args.batch, ctx, &chosen.device);
 
     let routing = model.config.routing;

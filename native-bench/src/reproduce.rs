@@ -76,8 +76,7 @@ impl Arm {
         } else {
             table_layers
         };
-        let alpha = self.sparse_alpha.unwrap_or(self.alpha);
-        layers as f64 * (1.0 - metrics::tlops_saved(alpha, layers))
+        metrics::blocks_run(self.sparse_alpha.unwrap_or(self.alpha), layers)
     }
 }
 

@@ -21,7 +21,7 @@ use tsa_core::{
     Trainer, TsaConfig, TsaError, TsaGate, TsaModel, evaluate,
 };
 
-use crate::args::{ShapeArgs, read_corpus};
+use crate::args::{ShapeArgs, corpus_from, read_corpus};
 use crate::device::{self, DeviceChoice};
 use crate::resume::{
     Progress, Source, Start, StateOut, absolute, interrupted, read_state, remove_if_there,
@@ -417,11 +417,7 @@ pub fn run(
                     return Err(keep_last_evaluated(why, saved, state));
                 }
             };
-            curve.push(point.0);
-            last = Some((point.1, point.2));
-            if let Some(log) = &state.log {
-                write_atomically(log, crate::report::json_lines(&curve)?.as_bytes())?;
-            }
+            last = Some(record(&mut curve, point, state)?);
             // The last step's state is not needed: the run is complete.
             if st.step < train.steps {
                 let seconds = before + start.elapsed().as_secs_f64();
@@ -453,11 +449,7 @@ pub fn run(
                 return Err(keep_last_evaluated(why, saved, state));
             }
         };
-        curve.push(point.0);
-        last = Some((point.1, point.2));
-        if let Some(log) = &state.log {
-            write_atomically(log, crate::report::json_lines(&curve)?.as_bytes())?;
-        }
+        last = Some(record(&mut curve, point, state)?);
     }
     pb.finish_and_clear();
     let model_out = trainer.inference_model();
@@ -505,6 +497,20 @@ fn keep_last_evaluated(why: String, saved: Option<usize>, state: &StateOut) -> a
             out.display()
         ),
     }
+}
+
+/// Adds an evaluation to the curve and rewrites the log with it (where the run has one:
+/// `train`'s, not `reproduce`'s arms); returns its soft and executed stats.
+fn record(
+    curve: &mut Vec<EvalPoint>,
+    (point, soft, hard): (EvalPoint, EvalStats, Option<EvalStats>),
+    state: &StateOut,
+) -> Result<(EvalStats, Option<EvalStats>)> {
+    curve.push(point);
+    if let Some(log) = &state.log {
+        write_atomically(log, crate::report::json_lines(curve)?.as_bytes())?;
+    }
+    Ok((soft, hard))
 }
 
 /// Evaluates the trainer's model soft and, where it routes, with the inference rule executed;
@@ -690,9 +696,7 @@ fn resumed(args: &TrainArgs, path: &Path, device: &Device) -> Result<Plan> {
                     corpus.display()
                 );
             }
-            let text = std::str::from_utf8(&text)
-                .with_context(|| format!("corpus {} is not UTF-8", corpus.display()))?;
-            Data::Lm(Corpus::with_tokenizer(text, vocab.clone(), model.context)?)
+            Data::Lm(corpus_from(&corpus, &text, vocab.clone(), model.context)?)
         }
         (None, None) => anyhow::bail!(
             "{}: the state has neither a task nor a vocabulary",
@@ -811,8 +815,8 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         step: r.step,
     };
     let bytes = block_on(checkpoint::to_bytes(&r.model, &meta))?;
+    // (The log is written by `run` at every evaluation, the last included.)
     write_atomically(&files.out, &bytes)?;
-    write_atomically(&files.log, crate::report::json_lines(&r.curve)?.as_bytes())?;
     println!(
         "{}: {} params, {:.0} s; val loss {:.4} (bpc {:.3}), soft α {:.3}, accuracy {:.4}{}\ncheckpoint {}  log {}",
         plan.label,
