@@ -121,7 +121,7 @@ pub fn non_negative(s: &str) -> std::result::Result<f64, String> {
 /// file).
 pub fn identity(path: &Path) -> PathBuf {
     use std::path::Component;
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let abs = crate::resume::absolute(path);
     let mut id = PathBuf::new();
     for part in abs.components() {
         match part {

@@ -291,15 +291,15 @@ fn pareto_chart(path: &Path, arms: &[Arm], exit: &[(f64, f64, f64)], layers: usi
     let saved = |a: &Arm| 100.0 * (1.0 - a.blocks_per_token(layers) / layers as f64);
     let loss = |a: &Arm| a.sparse_val_loss.unwrap_or(a.val_loss);
     let dense = |a: &Arm| a.model.starts_with("Baseline");
-    let mut frontier: Vec<(f64, f64)> = arms
-        .iter()
-        .filter(|a| dense(a))
-        .map(|a| (saved(a), loss(a)))
+    let mut frontier: Vec<&Arm> = arms.iter().filter(|a| dense(a)).collect();
+    frontier.sort_by(|x, y| saved(x).total_cmp(&saved(y)));
+    // Named by the depths the table trained, not a list kept beside tables.rs's.
+    let depths: Vec<String> = (frontier.iter())
+        .map(|a| if a.layers > 0 { a.layers } else { layers }.to_string())
         .collect();
-    frontier.sort_by(|x, y| x.0.total_cmp(&y.0));
     let mut series = vec![Series {
-        name: "Dense (L=6, 4, 3)".into(),
-        points: frontier,
+        name: format!("Dense (L={})", depths.join(", ")),
+        points: frontier.iter().map(|a| (saved(a), loss(a))).collect(),
     }];
     series.extend(
         arms.iter()
