@@ -96,6 +96,10 @@ fn main() {
         Some(Command::Compare(a)) => compare::main(a),
     };
     if let Err(e) = result {
+        if let Some(stop) = e.downcast_ref::<resume::Interrupted>() {
+            eprintln!("{stop}");
+            std::process::exit(130);
+        }
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }

@@ -166,11 +166,12 @@ fn train_arm(
         );
     }
     if let Some(k) = r.stopped_at {
-        anyhow::bail!(
+        return Err(resume::Interrupted(format!(
             "stopped in arm {task}/{} at step {k}, its training state in {}: the same command with --resume continues (finished arms are kept)",
             spec.label,
             state.path.display()
-        );
+        ))
+        .into());
     }
     // Sparse inference itself (gather/scatter), with the scale the variant was trained for.
     let (sparse_val_loss, sparse_alpha) = if routing.has_routers() {
@@ -454,11 +455,12 @@ pub fn main(args: &ReproduceArgs) -> Result<()> {
         for spec_arm in group {
             index += 1;
             if resume::interrupted() {
-                anyhow::bail!(
+                return Err(resume::Interrupted(format!(
                     "interrupted before arm {}/{}: the same command with --resume continues (finished arms are kept)",
                     spec_arm.data.name(),
                     spec_arm.label
-                );
+                ))
+                .into());
             }
             let recipe = arm_recipe(spec_arm, data, &shape);
             // Compared as text: what was written is what is compared (no float parsed back).

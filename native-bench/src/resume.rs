@@ -120,6 +120,20 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
+/// A run that Ctrl-C, SIGTERM or SIGHUP stopped after writing what it had: not a failure, but not
+/// a finished run either, so `main` prints the message and exits 130 (as a shell reports a process
+/// SIGINT ended), and `train … && next` does not go on.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
 /// Ctrl-C (SIGINT), SIGTERM or SIGHUP asks the running training to stop ([`interrupted`]); a
 /// second one quits at once.
 pub fn stop_on_ctrl_c() {

@@ -24,7 +24,7 @@ use tsa_core::{
 use crate::args::{ShapeArgs, corpus_from, read_corpus};
 use crate::device::{self, DeviceChoice};
 use crate::resume::{
-    Progress, Source, Start, StateOut, absolute, interrupted, read_state, remove_if_there,
+    Interrupted, Progress, Source, Start, StateOut, absolute, interrupted, read_state, remove_if_there,
     stop_on_ctrl_c, write_atomically,
 };
 
@@ -847,12 +847,19 @@ pub fn main(args: &TrainArgs) -> Result<()> {
         );
     }
     match r.stopped_at {
-        Some(k) => println!(
-            "stopped at step {k} of {}; training state {}\ncontinue: native-bench train --resume {}",
-            train.steps,
-            out.path.display(),
-            out.path.display()
-        ),
+        Some(k) => {
+            let stopped = format!(
+                "stopped at step {k} of {}; training state {}\ncontinue: native-bench train --resume {}",
+                train.steps,
+                out.path.display(),
+                out.path.display()
+            );
+            // `--stop-at` asked for this stop; a signal did not (exit 130, see `Interrupted`).
+            if interrupted() {
+                return Err(Interrupted(stopped).into());
+            }
+            println!("{stopped}");
+        }
         // Complete: the state (this run's, or the one it resumed) has served its purpose.
         None => remove_if_there(&out.path)?,
     }

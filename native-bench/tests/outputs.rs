@@ -140,7 +140,8 @@ fn the_log_grows_at_every_evaluation_and_sigterm_stops_like_ctrl_c() {
         .expect("kill runs");
     assert!(kill.success());
     let o = child.wait_with_output().expect("the run ends");
-    assert!(o.status.success(), "{}", text(&o));
+    // Stopped, not finished: a script must be able to tell (130, as a shell reports SIGINT).
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
     assert!(text(&o).contains("stopped at step"), "{}", text(&o));
     assert!(Path::new(&out).exists() && Path::new(&p("t.state")).exists());
     let steps: Vec<u64> = curve(Path::new(&log)).iter().map(|c| c.0).collect();
