@@ -24,8 +24,8 @@ use tsa_core::{
 use crate::args::{ShapeArgs, corpus_from, read_corpus};
 use crate::device::{self, DeviceChoice};
 use crate::resume::{
-    Interrupted, Progress, Source, Start, StateOut, absolute, interrupted, read_state, remove_if_there,
-    stop_on_ctrl_c, write_atomically,
+    Interrupted, Progress, Source, Start, StateOut, absolute, interrupted, read_state,
+    remove_if_there, stop_on_ctrl_c, write_atomically,
 };
 
 /// A synthetic task's training and held-out examples, generated from the seed.

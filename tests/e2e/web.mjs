@@ -372,6 +372,10 @@ async function webgpuSession(browser, base) {
     !document.querySelector('[data-testid=error]'), null, { timeout: 60_000 });
   const resumedAt = parseInt(await page.getByTestId('step').textContent());
   assert.ok(resumedAt >= 1, `the snapshot kept the trained steps (at ${resumedAt})`);
+  // The same run goes on: the loss chart keeps its training curve up to the snapshot's step.
+  const trainPoints = await page.evaluate(() =>
+    (document.querySelector('.chart polyline')?.getAttribute('points') ?? '').trim().split(/\s+/).filter(Boolean).length);
+  assert.ok(trainPoints >= resumedAt, `the loss curve kept its history (${trainPoints} points at step ${resumedAt})`);
   await page.getByTestId('train-pause').click(); // Resume
   await waitForSteps(page, steps + 4, 120_000);
   console.log(`continued on the CPU from step ${resumedAt} to ${steps + 4}`);

@@ -109,6 +109,12 @@ pub enum Event {
         total: usize,
         n_layers: usize,
     },
+    /// The same run goes on from `step` on another device (a backend switch, the CPU after a
+    /// lost WebGPU device): its history up to `step` stays.
+    Continued {
+        step: usize,
+        total: usize,
+    },
     Step(StepView),
     Eval {
         step: usize,

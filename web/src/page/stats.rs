@@ -75,7 +75,7 @@ pub fn Stats() -> impl IntoView {
                 <LineChart
                     title="loss (nats)"
                     series=vec![
-                        Series { name: "train", color: "#4472c4", points: curve(|r| &r.train_curve) },
+                        Series { name: "train", color: "#4472c4", points: Signal::derive(move || run.with(|r| r.train_curve.points())) },
                         Series { name: "val", color: "#d6561c", points: curve(|r| &r.val_curve) },
                         Series { name: "val, executed", color: "#7f7f7f", points: curve(|r| &r.executed_val_curve) },
                     ]

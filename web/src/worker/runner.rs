@@ -3,6 +3,7 @@
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
+use futures::future::Either;
 
 use super::backend::{self, Backend};
 use super::post;
@@ -10,9 +11,12 @@ use super::session::Session;
 use crate::js;
 use crate::protocol::{Command, Event, Kind, Status, StepView};
 use crate::settings::Settings;
+use tsa_core::EvalStats;
 
 /// Characters written by Generate.
 const GENERATE_CHARS: usize = 200;
+/// How long "open a model by URL" waits for the server.
+const FETCH_TIMEOUT_MS: u32 = 30_000;
 
 struct Runner {
     backend: Backend,
@@ -141,6 +145,7 @@ impl Runner {
             Command::Init { .. } => {}
             Command::Start(settings) => self.start_training(settings).await,
             Command::Pause => self.set_running(false),
+            Command::Resume if self.lost_device() => {}
             Command::Resume => match &self.session {
                 Some(s) if !s.done() => {
                     post(&Event::Error(None));
@@ -159,12 +164,21 @@ impl Runner {
             Command::Generate { sparse } => self.generate(sparse).await,
             Command::Download => self.download().await,
             Command::Upload { bytes, settings } => self.upload(bytes, settings).await,
-            Command::OpenUrl { url, settings } => match js::fetch_bytes(&url).await {
-                Ok(bytes) => self.upload(bytes, settings).await,
-                Err(e) => fail(format!(
-                    "could not fetch the model at {url} ({e}); the current model is kept"
-                )),
-            },
+            Command::OpenUrl { url, settings } => {
+                // Bounded: the worker serves no other command while it waits.
+                let fetch = std::pin::pin!(js::fetch_bytes(&url));
+                let timeout = std::pin::pin!(js::sleep_ms(FETCH_TIMEOUT_MS));
+                match futures::future::select(fetch, timeout).await {
+                    Either::Left((Ok(bytes), _)) => self.upload(bytes, settings).await,
+                    Either::Left((Err(e), _)) => fail(format!(
+                        "could not fetch the model at {url} ({e}); the current model is kept"
+                    )),
+                    Either::Right(_) => fail(format!(
+                        "no answer from {url} in {} s; the current model is kept",
+                        FETCH_TIMEOUT_MS / 1000
+                    )),
+                }
+            }
             Command::Corpus {
                 name,
                 bytes,
@@ -195,6 +209,8 @@ impl Runner {
                 self.new_run(0, session.total_steps(), session.config().n_layers);
                 self.session = Some(session);
                 self.settings = Some(settings);
+                // The last run's: "Continue on the CPU" must not bring it back.
+                self.snapshot = None;
                 self.refresh_passage().await;
                 self.set_running(true);
             }
@@ -277,23 +293,27 @@ impl Runner {
     /// sees the new validation loss already shows the routing that goes with it.
     async fn evaluate(&mut self) {
         let Some(session) = &self.session else { return };
-        let step = session.step_count();
         match session.evaluate().await {
-            Ok((stats, executed_loss)) => {
-                self.refresh_passage().await;
-                post(&Event::Eval {
-                    step,
-                    stats,
-                    executed_loss,
-                });
-            }
+            Ok(numbers) => self.publish(numbers).await,
             Err(e) => {
                 if !self.lost_after_failure().await {
                     fail(format!("evaluation failed: {e}"));
                 }
-                return;
             }
         }
+    }
+
+    /// Shows the current session's evaluation (and its passage), and on WebGPU keeps a snapshot
+    /// of the model to continue from if the device is lost.
+    async fn publish(&mut self, (stats, executed_loss): (EvalStats, Option<f64>)) {
+        let Some(session) = &self.session else { return };
+        let step = session.step_count();
+        self.refresh_passage().await;
+        post(&Event::Eval {
+            step,
+            stats,
+            executed_loss,
+        });
         if self.backend.kind == Kind::WebGpu
             && let Some(session) = &self.session
             && let Ok(bytes) = session.checkpoint().await
@@ -320,11 +340,15 @@ impl Runner {
                 sparse,
                 alpha,
             }),
-            Err(e) => fail(format!("generation failed: {e}")),
+            Err(e) => {
+                if !self.lost_after_failure().await {
+                    fail(format!("generation failed: {e}"))
+                }
+            }
         }
     }
 
-    async fn download(&self) {
+    async fn download(&mut self) {
         let Some(session) = &self.session else {
             return fail("no model to download yet");
         };
@@ -333,7 +357,11 @@ impl Runner {
                 name: format!("tsa-step{}.tsa", session.step_count()),
                 bytes,
             }),
-            Err(e) => fail(format!("download failed: {e}")),
+            Err(e) => {
+                if !self.lost_after_failure().await {
+                    fail(format!("download failed: {e}"))
+                }
+            }
         }
     }
 
@@ -348,27 +376,51 @@ impl Runner {
             Ok(t) => t,
             Err(e) => return fail(format!("checkpoint not loaded: {e}")),
         };
-        match Session::from_checkpoint(&bytes, text, train, &self.backend.device) {
-            Ok(session) => self.adopt(session, settings).await,
-            Err(e) => fail(format!(
+        let loaded = Session::from_checkpoint(&bytes, text, train, &self.backend.device);
+        let adopted = match loaded {
+            Ok(session) => self.adopt(session, settings, false).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = adopted
+            && !self.lost_after_failure().await
+        {
+            fail(format!(
                 "checkpoint not loaded ({e}); the current model is kept"
-            )),
+            ));
         }
     }
 
-    /// Makes `session` current (after an upload or a backend switch) and shows its state.
-    async fn adopt(&mut self, session: Session, settings: Settings) {
+    /// Makes `session` current (after an upload or a backend switch) and shows its state — once
+    /// it has evaluated: a model that cannot (non-finite weights, a device error) is refused and
+    /// the current one kept. `continued`: the same run on another device, so the charts keep
+    /// their history up to its step.
+    async fn adopt(
+        &mut self,
+        session: Session,
+        settings: Settings,
+        continued: bool,
+    ) -> Result<(), String> {
+        let numbers = session.evaluate().await?;
+        if let Some(bad) = [Some(numbers.0.loss), numbers.1]
+            .into_iter()
+            .flatten()
+            .find(|l| !l.is_finite())
+        {
+            return Err(format!("its validation loss is {bad}"));
+        }
         self.set_running(false);
         post(&Event::Error(None));
-        self.new_run(
-            session.step_count(),
-            session.total_steps(),
-            session.config().n_layers,
-        );
+        let (step, total) = (session.step_count(), session.total_steps());
+        match continued {
+            true => post(&Event::Continued { step, total }),
+            false => self.new_run(step, total, session.config().n_layers),
+        }
         self.session = Some(session);
         self.settings = Some(settings);
-        self.evaluate().await;
+        self.snapshot = None;
+        self.publish(numbers).await;
         self.set_running(false);
+        Ok(())
     }
 
     fn set_corpus(&mut self, name: String, bytes: Vec<u8>, context: usize) {
@@ -402,37 +454,56 @@ impl Runner {
                 Err(e) => return fail(e),
             },
         };
+        let Some(session) = &self.session else {
+            return self.use_backend(next);
+        };
         // Carry the model over as a checkpoint (Adam's moments restart).
-        let bytes = match (&self.session, lost) {
-            (None, _) => None,
-            (Some(_), true) => self.snapshot.clone(),
-            (Some(s), false) => match s.checkpoint().await {
+        let bytes = match lost {
+            true => self.snapshot.clone(),
+            false => match session.checkpoint().await {
                 Ok(b) => Some(b),
                 Err(e) => return fail(format!("could not move the model: {e}")),
             },
         };
-        self.backend = next;
-        announce(&self.backend);
-        post(&Event::OfferCpu(false));
-        let (Some(bytes), Some(text), Some(settings)) = (bytes, &self.text, self.settings.clone())
-        else {
+        let (Some(bytes), Some(settings)) = (bytes, self.settings.clone()) else {
+            // Lost before its first evaluation took a snapshot: nothing to carry over.
             self.session = None;
             self.new_run(0, 0, 0);
-            return self.set_running(false);
+            self.use_backend(next);
+            return fail(
+                "the WebGPU device was lost before the run's first evaluation, so no model was \
+                 kept: press Start to train on the CPU",
+            );
         };
-        let train = self.session.as_ref().map(|s| s.trainer.config.clone());
-        let Some(mut train) = train else { return };
+        let mut train = session.trainer.config.clone();
         // CPU-only (see `start_training`): on WebGPU the run goes on masking halted tokens.
         let masked = train.skip_halted && kind == Kind::WebGpu;
         train.skip_halted &= !masked;
-        match Session::from_checkpoint(&bytes, text, train, &self.backend.device) {
-            Ok(session) => self.adopt(session, settings).await,
-            Err(e) => return fail(format!("could not move the model: {e}")),
+        // The run's own corpus, on the new device; the current backend stays until it evaluates.
+        let moved = session.moved(&bytes, train, &next.device);
+        let previous = std::mem::replace(&mut self.backend, next);
+        let adopted = match moved {
+            Ok(session) => self.adopt(session, settings, true).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = adopted {
+            self.backend = previous;
+            return fail(format!("could not move the model: {e}"));
         }
+        announce(&self.backend);
+        post(&Event::OfferCpu(false));
         if masked {
             fail(
                 "on WebGPU halted tokens compute their FFN in training again (skipping is CPU-only)",
             );
         }
+    }
+
+    /// Trains on `next` from now on (no model to carry over).
+    fn use_backend(&mut self, next: Backend) {
+        self.backend = next;
+        announce(&self.backend);
+        post(&Event::OfferCpu(false));
+        self.set_running(false);
     }
 }

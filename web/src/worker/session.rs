@@ -36,7 +36,7 @@ impl Session {
         let model = settings.model(corpus.tokenizer.vocab_size())?;
         let train = settings.train()?;
         let trainer = Trainer::new(&model, train, device).map_err(|e| e.to_string())?;
-        Ok(Self::assemble(trainer, corpus))
+        Ok(Self::assemble(trainer, Rc::new(corpus)))
     }
 
     /// Continues from a checkpoint (uploaded, or a snapshot moved to another device). The text
@@ -58,22 +58,40 @@ impl Session {
         let corpus = Corpus::with_tokenizer(text, vocab, meta.config.context).map_err(|e| {
             format!("the current text does not fit the checkpoint's vocabulary: {e}")
         })?;
+        Self::load(bytes, Rc::new(corpus), train, device)
+    }
+
+    /// This run continued from `bytes` (its own checkpoint) on `device`, on the corpus it
+    /// trained on — not on a text the visitor has loaded since, which waits for the next Start.
+    pub fn moved(&self, bytes: &[u8], train: TrainConfig, device: &Device) -> Result<Self, String> {
+        Self::load(bytes, self.corpus.clone(), train, device)
+    }
+
+    fn load(
+        bytes: &[u8],
+        corpus: Rc<Corpus>,
+        train: TrainConfig,
+        device: &Device,
+    ) -> Result<Self, String> {
         let device = device.clone().autodiff();
         let (model, meta) = checkpoint::from_bytes(bytes, &device).map_err(|e| e.to_string())?;
+        if meta.vocab.as_ref() != Some(&corpus.tokenizer) {
+            return Err("the checkpoint's vocabulary is not the corpus's".into());
+        }
         let steps = train.steps.max(meta.step + 1);
         let train = train.with_steps(steps);
         let trainer = Trainer::from_model(model, train, meta.step);
         Ok(Self::assemble(trainer, corpus))
     }
 
-    fn assemble(trainer: Trainer, corpus: Corpus) -> Self {
+    fn assemble(trainer: Trainer, corpus: Rc<Corpus>) -> Self {
         let context = trainer.model.config.context;
         let batch = trainer.config.batch_size;
         let seed = trainer.config.seed;
         let eval = corpus.eval_windows(Split::Val, EVAL_BATCHES, batch, context, seed);
         Self {
             tokenizer: corpus.tokenizer.clone(),
-            corpus: Rc::new(corpus),
+            corpus,
             rng: StdRng::seed_from_u64(seed ^ trainer.step as u64),
             eval,
             batch,
@@ -229,5 +247,34 @@ impl Session {
         checkpoint::to_bytes(&self.trainer.inference_model(), &meta)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{Preset, Settings};
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[wasm_bindgen_test]
+    async fn a_moved_run_keeps_its_own_corpus_whatever_text_the_page_holds_now() {
+        let text = "To be, or not to be, that is the question:\n".repeat(40);
+        let settings = Settings::preset(Preset::Micro);
+        let device = Device::flex();
+        let mut run = Session::new(&settings, &text, &device).expect("a session");
+        run.step().await.expect("a step");
+        let bytes = run.checkpoint().await.expect("a checkpoint");
+        let train = run.trainer.config.clone();
+        // The visitor has loaded a text in another alphabet since: it cannot hold this model…
+        let other = "0123456789 ".repeat(100);
+        assert!(Session::from_checkpoint(&bytes, &other, train.clone(), &device).is_err());
+        // …but the run moves on the text it trained on, with the same numbers.
+        let moved = run.moved(&bytes, train, &device).expect("moved");
+        assert_eq!(moved.step_count(), run.step_count());
+        assert_eq!(moved.corpus.len(), run.corpus.len());
+        let loss = |r: (EvalStats, Option<f64>)| r.0.loss;
+        let before = loss(run.evaluate().await.expect("evaluates"));
+        let after = loss(moved.evaluate().await.expect("evaluates"));
+        assert!((before - after).abs() < 1e-5, "{before} vs {after}");
     }
 }
