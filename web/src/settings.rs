@@ -143,3 +143,66 @@ impl Settings {
 fn one() -> f64 {
     1.0
 }
+
+/// The most memory a model may need to train in the page, by [`training_bytes`]'s estimate. A
+/// wasm32 worker has 4 GiB at most, and running out aborts it (the model with it) instead of
+/// failing politely; the `paper` preset estimates ~1.3 GB.
+pub const PAGE_MEMORY_BYTES: f64 = 3.0 * (1u64 << 30) as f64;
+
+/// A coarse estimate of what training `config` at `batch` holds: the weights with their
+/// gradients and AdamW's two moments (4 × 4 bytes each), and per token and block the activations
+/// kept for the backward pass (about 9·d + 2·d_ff values, and two H × T attention rows). Within a
+/// factor of two; meant to catch a typo (d = 4096), not to budget.
+pub fn training_bytes(config: &TsaConfig, batch: usize) -> f64 {
+    let (d, ff, l) = (
+        config.d_model as f64,
+        config.d_ff as f64,
+        config.n_layers as f64,
+    );
+    let (t, h) = (config.context as f64, config.n_heads as f64);
+    let params = (config.vocab_size as f64 + t) * d + l * (4.0 * d * d + 2.0 * d * ff);
+    let activations = batch as f64 * t * l * (9.0 * d + 2.0 * ff + 2.0 * h * t);
+    16.0 * params + 4.0 * activations
+}
+
+/// Refuses a model too large to train in the page (see [`PAGE_MEMORY_BYTES`]).
+pub fn fits_in_page(config: &TsaConfig, batch: usize) -> Result<(), String> {
+    let need = training_bytes(config, batch);
+    match need <= PAGE_MEMORY_BYTES {
+        true => Ok(()),
+        false => Err(format!(
+            "d {}, L {}, d_ff {}, context {} at batch {} needs about {:.1} GB to train, more \
+             than the page can hold ({:.0} GB): make it smaller",
+            config.d_model,
+            config.n_layers,
+            config.d_ff,
+            config.context,
+            batch,
+            need / 1e9,
+            PAGE_MEMORY_BYTES / 1e9
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[wasm_bindgen_test]
+    fn every_preset_fits_in_the_page_and_a_typo_does_not() {
+        for preset in [Preset::Micro, Preset::Tiny, Preset::Quick, Preset::Paper] {
+            let s = Settings::preset(preset);
+            let model = s.model(65).expect("the preset's model");
+            assert!(fits_in_page(&model, s.batch).is_ok(), "{preset:?}");
+        }
+        let paper = Settings::preset(Preset::Paper);
+        let huge = paper.clone().with_d_model(4096);
+        let model = huge.model(65).expect("a valid shape");
+        let refused = fits_in_page(&model, huge.batch).expect_err("d = 4096 is refused");
+        assert!(refused.contains("GB"), "{refused}");
+        // The estimate grows with the batch: the paper's model at batch 4096 is refused too.
+        let model = paper.model(65).expect("the paper's model");
+        assert!(fits_in_page(&model, 4096).is_err());
+    }
+}

@@ -12,7 +12,7 @@ use tsa_core::generate;
 use tsa_core::{EvalStats, Execution, StepStats, TrainConfig, Trainer, TsaConfig, read};
 
 use crate::protocol::TokenView;
-use crate::settings::Settings;
+use crate::settings::{Settings, fits_in_page};
 
 /// Validation windows per evaluation (fixed and seeded, so evaluations are comparable).
 const EVAL_BATCHES: usize = 2;
@@ -35,6 +35,7 @@ impl Session {
         let corpus = Corpus::from_text(text, settings.context).map_err(|e| e.to_string())?;
         let model = settings.model(corpus.tokenizer.vocab_size())?;
         let train = settings.train()?;
+        fits_in_page(&model, train.batch_size)?;
         let trainer = Trainer::new(&model, train, device).map_err(|e| e.to_string())?;
         Ok(Self::assemble(trainer, Rc::new(corpus)))
     }
@@ -48,6 +49,8 @@ impl Session {
         device: &Device,
     ) -> Result<Self, String> {
         let meta = checkpoint::read_meta(bytes).map_err(|e| e.to_string())?;
+        // Before any weight is allocated: a header can describe any size.
+        fits_in_page(&meta.config, train.batch_size)?;
         let Some(vocab) = meta.vocab.clone() else {
             return Err(
                 "this checkpoint is a synthetic-task model (no character vocabulary); \
