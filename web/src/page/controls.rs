@@ -90,7 +90,11 @@ fn Field(
                     let mut next = settings.get_untracked();
                     match set(&mut next, &event_target_value(&ev)) {
                         Ok(()) => settings.set(next),
-                        Err(e) => ctx.state.fail(format!("{label}: {e}")),
+                        Err(e) => {
+                            ctx.state.fail(format!("{label}: {e}"));
+                            // Show the value in use again, not the text that was refused.
+                            settings.update(|_| {});
+                        }
                     }
                 }
             />
@@ -185,6 +189,10 @@ pub fn Controls() -> impl IntoView {
                     "Reset"
                 </button>
             </div>
+            // Resume continues the model as it is; the form describes the next Start's.
+            <Show when=move || matches!(status(), Status::Paused | Status::Done)>
+                <p class="muted" data-testid="form-hint">"The form applies at the next Start; Resume continues the current model."</p>
+            </Show>
         </section>
     }
 }

@@ -125,6 +125,20 @@ pub fn Heatmap(
             hover.set(h);
         }
     };
+    // New probabilities under a tooltip that stays open (a still mouse, a focused character):
+    // it shows the new numbers for the same position, not the last evaluation's.
+    Effect::new(move || {
+        let fresh = tokens.with(|t| {
+            hover.with_untracked(|h| h.as_ref().and_then(|h| t.get(h.token.index).cloned()))
+        });
+        if let Some(token) = fresh {
+            hover.update(|h| {
+                if let Some(h) = h.as_mut().filter(|h| h.token != token) {
+                    h.token = token;
+                }
+            });
+        }
+    });
     let html = move || tokens.with(|t| rows_html(t, executed.get()));
     view! {
         <div class="heatmap" data-testid=testid node_ref=wrapper>
