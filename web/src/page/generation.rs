@@ -17,7 +17,24 @@ pub fn Generate() -> impl IntoView {
         generation.with(|g| g.as_ref().map(|g| g.tokens.clone()).unwrap_or_default())
     });
     let sparse = Signal::derive(move || generation.with(|g| g.as_ref().is_some_and(|g| g.sparse)));
+    // From a click until its text (or a message) arrives: the buttons wait, so clicks do not queue.
+    let generating = RwSignal::new(false);
+    let shell = ctx.state.shell;
+    Effect::new(move || {
+        // The run itself, not the memo: a generation equal to the last must end the wait too.
+        run.track();
+        shell.with(|s| s.error.is_some());
+        generating.set(false);
+    });
+    let waiting = move || busy.get() || generating.get();
+    let generate = move |sparse: bool| {
+        generating.set(true);
+        ctx.send(Command::Generate { sparse });
+    };
     let summary = move || {
+        if generating.get() {
+            return Some("generating…".to_string());
+        }
         generation.with(|g| {
             g.as_ref().map(|g| match g.sparse {
                 true => format!(
@@ -35,11 +52,11 @@ pub fn Generate() -> impl IntoView {
         <section>
             <h2>"Generate"</h2>
             <p>
-                <button data-testid="generate" disabled=busy on:click=move |_| ctx.send(Command::Generate { sparse: false })>
+                <button data-testid="generate" disabled=waiting on:click=move |_| generate(false)>
                     "Generate 200 characters (soft)"
                 </button>
                 " "
-                <button data-testid="generate-sparse" disabled=busy on:click=move |_| ctx.send(Command::Generate { sparse: true })>
+                <button data-testid="generate-sparse" disabled=waiting on:click=move |_| generate(true)>
                     "…sparse: skip what the routers skip"
                 </button>
             </p>

@@ -69,18 +69,36 @@ fn crash_banner(msg: &str) {
     let Some(doc) = web_sys::window().and_then(|w| w.document()) else {
         return;
     };
+    let msg = msg.replace('&', "&amp;").replace('<', "&lt;");
+    // One crash is often reported twice (the worker's panic hook, then its `onerror` as the
+    // trap ends it): one banner, each message once.
+    if let Ok(Some(codes)) = doc.query_selector(".crash .why") {
+        if !codes.inner_html().contains(&msg) {
+            let _ = codes.insert_adjacent_html("beforeend", &format!("<br><code>{msg}</code>"));
+        }
+        return;
+    }
     let (Ok(div), Some(body)) = (doc.create_element("div"), doc.body()) else {
         return;
     };
     let _ = div.set_attribute("class", "error crash");
     let _ = div.set_attribute("data-testid", "error");
     let _ = div.set_attribute("role", "alert");
-    let msg = msg.replace('&', "&amp;").replace('<', "&lt;");
+    let cpu = with_query("backend", "cpu").unwrap_or_else(|| "?backend=cpu".into());
+    let cpu = cpu.replace('&', "&amp;").replace('"', "&quot;");
     div.set_inner_html(&format!(
-        "<p><strong>The app stopped</strong> and must be reloaded: <code>{msg}</code></p>\
-         <p><a href=\"?backend=cpu\">Reload on the CPU backend</a> · <a href=\"\">Reload</a></p>"
+        "<p><strong>The app stopped</strong> and must be reloaded: <span class=\"why\"><code>{msg}</code></span></p>\
+         <p><a href=\"{cpu}\">Reload on the CPU backend</a> · <a href=\"\">Reload</a></p>"
     ));
     let _ = body.prepend_with_node_1(&div);
+}
+
+/// The page's query with `name` set to `value`, the rest (`?model=…`) kept.
+fn with_query(name: &str, value: &str) -> Option<String> {
+    let search = web_sys::window()?.location().search().ok()?;
+    let params = web_sys::UrlSearchParams::new_with_str(&search).ok()?;
+    params.set(name, value);
+    Some(format!("?{}", String::from(params.to_string())))
 }
 
 /// Mounts the app and starts the worker.
