@@ -34,9 +34,12 @@ fn ErrorBanner() -> impl IntoView {
     let ctx = Ctx::use_context();
     let shell = ctx.state.shell;
     view! {
-        <Show when=move || shell.with(|s| s.error.is_some())>
+        // A dismissed message keeps the way out of a lost device on screen.
+        <Show when=move || shell.with(|s| s.error.is_some() || s.offer_cpu)>
             <div class="error" data-testid="error" role="alert">
-                <span>{move || shell.with(|s| s.error.clone().unwrap_or_default())}</span>
+                <span>
+                    {move || shell.with(|s| s.error.clone().unwrap_or_else(|| "The WebGPU device was lost.".into()))}
+                </span>
                 <Show when=move || shell.with(|s| s.offer_cpu)>
                     <button on:click=move |_| ctx.send(Command::Backend(Kind::Cpu))>
                         "Continue on CPU"

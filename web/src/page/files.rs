@@ -36,7 +36,12 @@ pub fn download(bytes: &[u8], name: &str) -> Result<(), String> {
     a.set_href(&url);
     a.set_download(name);
     a.click();
-    Url::revoke_object_url(&url).map_err(js_err)
+    // Later, not at once: some browsers (Safari) start reading the blob after `click` returns.
+    gloo_timers::callback::Timeout::new(60_000, move || {
+        let _ = Url::revoke_object_url(&url);
+    })
+    .forget();
+    Ok(())
 }
 
 /// The first file chosen in an `<input type=file>`, read to bytes, handed to `then`.
