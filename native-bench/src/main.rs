@@ -15,6 +15,8 @@ mod tables;
 mod throughput;
 mod train;
 
+use std::io::Write;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -97,7 +99,8 @@ fn main() {
     };
     if let Err(e) = result {
         if let Some(stop) = e.downcast_ref::<resume::Interrupted>() {
-            eprintln!("{stop}");
+            // Not `eprintln!`: after SIGHUP the terminal may be gone, and a failed write panics.
+            let _ = writeln!(std::io::stderr(), "{stop}");
             std::process::exit(130);
         }
         eprintln!("error: {e:#}");

@@ -18,6 +18,16 @@ pub fn js_err(e: JsValue) -> String {
 
 /// The bytes at `url` (absolute, or relative to the calling script).
 pub async fn fetch_bytes(url: &str) -> Result<Vec<u8>, String> {
+    fetch_with(url, None).await
+}
+
+/// The same, refused if the server has not answered (the response's headers) within `ms`; a
+/// large body then takes as long as it takes.
+pub async fn fetch_bytes_answered_within(url: &str, ms: u32) -> Result<Vec<u8>, String> {
+    fetch_with(url, Some(ms)).await
+}
+
+async fn fetch_with(url: &str, answer_ms: Option<u32>) -> Result<Vec<u8>, String> {
     let global = js_sys::global();
     let fetch: Function = Reflect::get(&global, &"fetch".into())
         .map_err(js_err)?
@@ -28,11 +38,20 @@ pub async fn fetch_bytes(url: &str) -> Result<Vec<u8>, String> {
         .map_err(js_err)?
         .dyn_into()
         .map_err(js_err)?;
-    let resp: Response = JsFuture::from(promise)
-        .await
-        .map_err(js_err)?
-        .dyn_into()
-        .map_err(js_err)?;
+    let answer = JsFuture::from(promise);
+    let answered = match answer_ms {
+        None => answer.await,
+        Some(ms) => {
+            let timeout = std::pin::pin!(sleep_ms(ms));
+            match futures::future::select(answer, timeout).await {
+                futures::future::Either::Left((answered, _)) => answered,
+                futures::future::Either::Right(_) => {
+                    return Err(format!("no answer in {} s", ms / 1000));
+                }
+            }
+        }
+    };
+    let resp: Response = answered.map_err(js_err)?.dyn_into().map_err(js_err)?;
     if !resp.ok() {
         return Err(format!("HTTP {}", resp.status()));
     }

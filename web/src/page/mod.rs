@@ -69,15 +69,20 @@ fn crash_banner(msg: &str) {
     let Some(doc) = web_sys::window().and_then(|w| w.document()) else {
         return;
     };
-    let msg = msg.replace('&', "&amp;").replace('<', "&lt;");
     // One crash is often reported twice (the worker's panic hook, then its `onerror` as the
-    // trap ends it): one banner, each message once.
-    if let Ok(Some(codes)) = doc.query_selector(".crash .why") {
-        if !codes.inner_html().contains(&msg) {
-            let _ = codes.insert_adjacent_html("beforeend", &format!("<br><code>{msg}</code>"));
+    // trap ends it): one banner, each message once (compared as text, before escaping).
+    let seen = doc.query_selector(".crash .why").ok().flatten();
+    let msg_html = msg
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    if let Some(why) = seen {
+        if !why.text_content().unwrap_or_default().contains(msg) {
+            let _ = why.insert_adjacent_html("beforeend", &format!("<br><code>{msg_html}</code>"));
         }
         return;
     }
+    let msg = msg_html;
     let (Ok(div), Some(body)) = (doc.create_element("div"), doc.body()) else {
         return;
     };

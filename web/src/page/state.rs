@@ -60,7 +60,8 @@ pub struct RunView {
 
 impl RunView {
     /// The same run resumed at `step` (on another device): what came after it is dropped, so the
-    /// curves go on from there.
+    /// curves go on from there. The evaluation at `step` goes too: the worker sends it again,
+    /// measured on the new device.
     fn continue_at(&mut self, step: usize, total: usize) {
         let x = step as f64;
         self.train_curve.cut_after(x);
@@ -70,7 +71,7 @@ impl RunView {
             &mut self.alpha_curve,
             &mut self.executed_curve,
         ] {
-            curve.retain(|&(at, _)| at <= x);
+            curve.retain(|&(at, _)| at < x);
         }
         self.step = step;
         self.total = total;
@@ -276,8 +277,9 @@ mod tests {
         state.run.with(|r| {
             assert_eq!(r.step, 100);
             assert_eq!(r.train_curve.points().len(), 100);
-            assert_eq!(r.val_curve, vec![(50.0, 2.5), (100.0, 2.2)]);
-            assert_eq!(r.alpha_curve.len(), 2);
+            // Step 100's evaluation follows from the new device.
+            assert_eq!(r.val_curve, vec![(50.0, 2.5)]);
+            assert_eq!(r.alpha_curve.len(), 1);
             assert!(r.last.is_none());
         });
     }

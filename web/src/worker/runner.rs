@@ -3,7 +3,6 @@
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use futures::future::Either;
 
 use super::backend::{self, Backend};
 use super::post;
@@ -164,18 +163,12 @@ impl Runner {
             Command::Generate { sparse } => self.generate(sparse).await,
             Command::Download => self.download().await,
             Command::Upload { bytes, settings } => self.upload(bytes, settings).await,
+            // Bounded: the worker serves no other command while it waits for the server.
             Command::OpenUrl { url, settings } => {
-                // Bounded: the worker serves no other command while it waits.
-                let fetch = std::pin::pin!(js::fetch_bytes(&url));
-                let timeout = std::pin::pin!(js::sleep_ms(FETCH_TIMEOUT_MS));
-                match futures::future::select(fetch, timeout).await {
-                    Either::Left((Ok(bytes), _)) => self.upload(bytes, settings).await,
-                    Either::Left((Err(e), _)) => fail(format!(
+                match js::fetch_bytes_answered_within(&url, FETCH_TIMEOUT_MS).await {
+                    Ok(bytes) => self.upload(bytes, settings).await,
+                    Err(e) => fail(format!(
                         "could not fetch the model at {url} ({e}); the current model is kept"
-                    )),
-                    Either::Right(_) => fail(format!(
-                        "no answer from {url} in {} s; the current model is kept",
-                        FETCH_TIMEOUT_MS / 1000
                     )),
                 }
             }
@@ -381,9 +374,7 @@ impl Runner {
             Ok(session) => self.adopt(session, settings, false).await,
             Err(e) => Err(e),
         };
-        if let Err(e) = adopted
-            && !self.lost_after_failure().await
-        {
+        if let Err(e) = adopted {
             fail(format!(
                 "checkpoint not loaded ({e}); the current model is kept"
             ));
@@ -400,7 +391,15 @@ impl Runner {
         settings: Settings,
         continued: bool,
     ) -> Result<(), String> {
-        let numbers = session.evaluate().await?;
+        let numbers = match session.evaluate().await {
+            Ok(numbers) => numbers,
+            // Only a device error is worth waiting for the lost callback (see
+            // `lost_after_failure`); the offer to continue on the CPU then stays up.
+            Err(e) if self.lost_after_failure().await => {
+                return Err(format!("the WebGPU device was lost: {e}"));
+            }
+            Err(e) => return Err(e),
+        };
         if let Some(bad) = [Some(numbers.0.loss), numbers.1]
             .into_iter()
             .flatten()
@@ -446,7 +445,8 @@ impl Runner {
         let lost = backend::device_lost().is_some() && self.backend.kind == Kind::WebGpu;
         let next = match kind {
             Kind::Cpu => backend::cpu("CPU (flex)".into()),
-            Kind::WebGpu if lost => {
+            // A device lost earlier: the cached one is dead, and a page gets one adapter's device.
+            Kind::WebGpu if backend::device_lost().is_some() => {
                 return fail("the WebGPU device was lost; reload the page to try it again");
             }
             Kind::WebGpu => match backend::init(Some(Kind::WebGpu)).await {
@@ -479,7 +479,7 @@ impl Runner {
         // CPU-only (see `start_training`): on WebGPU the run goes on masking halted tokens.
         let masked = train.skip_halted && kind == Kind::WebGpu;
         train.skip_halted &= !masked;
-        // The run's own corpus, on the new device; the current backend stays until it evaluates.
+        // The run's own corpus, on the new device; the backend goes back if it does not evaluate.
         let moved = session.moved(&bytes, train, &next.device);
         let previous = std::mem::replace(&mut self.backend, next);
         let adopted = match moved {
