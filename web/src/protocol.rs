@@ -3,7 +3,7 @@
 //! `Uint8Array`s, so a 13 MB checkpoint is one copy, not a JSON array of numbers.
 
 use serde::{Deserialize, Serialize};
-use tsa_core::EvalStats;
+use tsa_core::{EvalStats, TsaConfig};
 use wasm_bindgen::JsValue;
 
 use crate::settings::Settings;
@@ -109,6 +109,9 @@ pub enum Event {
         total: usize,
         n_layers: usize,
     },
+    /// A model was loaded (an upload, `?model=`): the form takes its shape and routing, so that
+    /// it describes the model on the page.
+    Loaded(TsaConfig),
     /// The same run goes on from `step` on another device (a backend switch, the CPU after a
     /// lost WebGPU device): its history up to `step` stays.
     Continued {

@@ -131,6 +131,32 @@ impl Settings {
         self.preset.recipe(vocab_size, Routing::Dense)
     }
 
+    /// The form describing a loaded model: its shape, dropout and routing. A routing the form
+    /// offers no choice for (MoD, early exit, from `native-bench`) leaves the model fields as
+    /// they were.
+    pub fn describe(&mut self, config: &TsaConfig) {
+        self.d_model = config.d_model;
+        self.n_layers = config.n_layers;
+        self.n_heads = config.n_heads;
+        self.d_ff = config.d_ff;
+        self.context = config.context;
+        self.dropout = config.dropout;
+        match config.routing {
+            Routing::Dense => self.tsa = false,
+            Routing::Tsa {
+                lambda,
+                gate,
+                target,
+                ..
+            } => {
+                self.tsa = true;
+                (self.lambda, self.gate, self.target) = (lambda, gate, target);
+            }
+            Routing::EarlyExit | Routing::MixtureOfDepths { .. } => {}
+        }
+        self.skip_halted &= self.routing().gates_hard_in_training();
+    }
+
     /// Sets d (and d_ff = 4d), keeping the heads if they still divide it.
     pub fn with_d_model(mut self, d: usize) -> Self {
         self.d_model = d;
@@ -204,5 +230,45 @@ mod tests {
         // The estimate grows with the batch: the paper's model at batch 4096 is refused too.
         let model = paper.model(65).expect("the paper's model");
         assert!(fits_in_page(&model, 4096).is_err());
+    }
+
+    #[wasm_bindgen_test]
+    fn the_form_describes_a_loaded_model_so_start_builds_the_same_shape() {
+        let routing = Routing::Tsa {
+            lambda: 0.0,
+            gate: TsaGate::StraightThroughScaled,
+            target: Some(0.5),
+            commit: 0.0,
+        };
+        let loaded = Preset::Paper.recipe(65, routing).model.with_n_layers(8);
+        let mut form = Settings::preset(Preset::Tiny);
+        form.skip_halted = true;
+        form.describe(&loaded);
+        let built = form.model(65).expect("the described model");
+        assert_eq!(
+            (
+                built.d_model,
+                built.n_layers,
+                built.n_heads,
+                built.d_ff,
+                built.context
+            ),
+            (
+                loaded.d_model,
+                8,
+                loaded.n_heads,
+                loaded.d_ff,
+                loaded.context
+            )
+        );
+        assert_eq!(built.routing, loaded.routing);
+        assert_eq!(built.dropout, loaded.dropout);
+        assert!(
+            form.skip_halted,
+            "a gate that halts outright keeps the option"
+        );
+        // A dense model: the form says dense, and skipping halted tokens no longer applies.
+        form.describe(&loaded.clone().with_routing(Routing::Dense));
+        assert!(!form.tsa && !form.skip_halted);
     }
 }

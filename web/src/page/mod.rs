@@ -114,7 +114,9 @@ pub fn start() {
     }));
     leptos::mount::mount_to_body(|| {
         let state = State::new();
+        let settings = RwSignal::new(Settings::preset(crate::settings::Preset::Tiny));
         let on_event = move |event: Event| match event {
+            Event::Loaded(config) => settings.update(|s| s.describe(&config)),
             Event::Download { name, bytes } => {
                 if let Err(e) = files::download(&bytes, &name) {
                     state.fail(format!("download failed: {e}"));
@@ -132,7 +134,7 @@ pub fn start() {
         };
         let ctx = Ctx {
             state,
-            settings: RwSignal::new(Settings::preset(crate::settings::Preset::Tiny)),
+            settings,
             worker: StoredValue::new_local(worker),
         };
         provide_context(ctx);

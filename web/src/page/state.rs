@@ -162,7 +162,8 @@ impl State {
                     alpha,
                 })
             }),
-            Event::Ready | Event::Download { .. } | Event::Crashed(_) => {}
+            // The caller's: the form, a file to save, a banner.
+            Event::Ready | Event::Loaded(_) | Event::Download { .. } | Event::Crashed(_) => {}
         }
     }
 }

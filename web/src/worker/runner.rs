@@ -412,7 +412,10 @@ impl Runner {
         let (step, total) = (session.step_count(), session.total_steps());
         match continued {
             true => post(&Event::Continued { step, total }),
-            false => self.new_run(step, total, session.config().n_layers),
+            false => {
+                self.new_run(step, total, session.config().n_layers);
+                post(&Event::Loaded(session.config().clone()));
+            }
         }
         self.session = Some(session);
         self.settings = Some(settings);
