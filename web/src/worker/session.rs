@@ -81,7 +81,9 @@ impl Session {
         if meta.vocab.as_ref() != Some(&corpus.tokenizer) {
             return Err("the checkpoint's vocabulary is not the corpus's".into());
         }
-        let steps = train.steps.max(meta.step + 1);
+        // Up to the form's steps; a model already there is done (was: one more step, at the
+        // schedule's floor, shown as "N / N+1").
+        let steps = train.steps.max(meta.step);
         let train = train.with_steps(steps);
         let trainer = Trainer::from_model(model, train, meta.step);
         Ok(Self::assemble(trainer, corpus))
@@ -279,5 +281,10 @@ mod tests {
         let before = loss(run.evaluate().await.expect("evaluates"));
         let after = loss(moved.evaluate().await.expect("evaluates"));
         assert!((before - after).abs() < 1e-5, "{before} vs {after}");
+        // A model already at the form's steps is done, not one step short of it.
+        let at_end = run.trainer.config.clone().with_steps(1);
+        let loaded = Session::from_checkpoint(&bytes, &text, at_end, &device).expect("loads");
+        assert_eq!((loaded.step_count(), loaded.total_steps()), (1, 1));
+        assert!(loaded.done());
     }
 }
