@@ -82,7 +82,6 @@ fn crash_banner(msg: &str) {
         }
         return;
     }
-    let msg = msg_html;
     let (Ok(div), Some(body)) = (doc.create_element("div"), doc.body()) else {
         return;
     };
@@ -92,7 +91,7 @@ fn crash_banner(msg: &str) {
     let cpu = with_query("backend", "cpu").unwrap_or_else(|| "?backend=cpu".into());
     let cpu = cpu.replace('&', "&amp;").replace('"', "&quot;");
     div.set_inner_html(&format!(
-        "<p><strong>The app stopped</strong> and must be reloaded: <span class=\"why\"><code>{msg}</code></span></p>\
+        "<p><strong>The app stopped</strong> and must be reloaded: <span class=\"why\"><code>{msg_html}</code></span></p>\
          <p><a href=\"{cpu}\">Reload on the CPU backend</a> · <a href=\"\">Reload</a></p>"
     ));
     let _ = body.prepend_with_node_1(&div);

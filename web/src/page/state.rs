@@ -174,7 +174,7 @@ pub const CURVE_POINTS: usize = 1024;
 
 /// A curve of one point per step, kept as means over buckets of `stride` steps; when it reaches
 /// [`CURVE_POINTS`], neighbouring buckets merge and the stride doubles (every bucket as wide).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Thinned {
     points: Vec<(f64, f64)>,
     /// Steps per point (1 until the first merge).
@@ -191,9 +191,18 @@ fn mean(points: &[(f64, f64)]) -> (f64, f64) {
     (sum.0 / n, sum.1 / n)
 }
 
+impl Default for Thinned {
+    fn default() -> Self {
+        Self {
+            points: Vec::new(),
+            stride: 1,
+            pending: Vec::new(),
+        }
+    }
+}
+
 impl Thinned {
     pub fn push(&mut self, point: (f64, f64)) {
-        self.stride = self.stride.max(1);
         self.pending.push(point);
         if self.pending.len() >= self.stride {
             self.points.push(mean(&self.pending));

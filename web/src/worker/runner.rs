@@ -308,7 +308,6 @@ impl Runner {
             executed_loss,
         });
         if self.backend.kind == Kind::WebGpu
-            && let Some(session) = &self.session
             && let Ok(bytes) = session.checkpoint().await
         {
             self.snapshot = Some(bytes);
@@ -445,11 +444,13 @@ impl Runner {
         if kind == self.backend.kind {
             return;
         }
-        let lost = backend::device_lost().is_some() && self.backend.kind == Kind::WebGpu;
+        let gone = backend::device_lost().is_some();
+        // The model is on the lost device: only its snapshot can move.
+        let lost = gone && self.backend.kind == Kind::WebGpu;
         let next = match kind {
             Kind::Cpu => backend::cpu("CPU (flex)".into()),
             // A device lost earlier: the cached one is dead, and a page gets one adapter's device.
-            Kind::WebGpu if backend::device_lost().is_some() => {
+            Kind::WebGpu if gone => {
                 return fail("the WebGPU device was lost; reload the page to try it again");
             }
             Kind::WebGpu => match backend::init(Some(Kind::WebGpu)).await {
