@@ -153,10 +153,21 @@ async function cpuSession(browser, base) {
   console.log(`generated ${await gen.count()} token spans`);
 
   // Sparse generation: each character is shaded by what ran (p <= 0.5 at that router), 0 or 1.
-  await page.getByTestId('generate-sparse').click();
+  // A keyboard user's place survives the rebuild of the rows (a new generation here, every
+  // evaluation on the routing heatmap): the same character has the focus again, in the new rows.
+  // (The click is dispatched, not made with the mouse, which would move the focus to the button.)
+  const focusedTok = page.getByTestId('generation').locator('[data-index="7"][tabindex]');
+  await focusedTok.focus();
+  await focusedTok.evaluate((e) => { e.dataset.old = '1'; });
+  await page.getByTestId('generate-sparse').dispatchEvent('click');
   await page.waitForFunction(() => /sparse/.test(document.querySelector('[data-testid=generation-summary]')?.textContent ?? ''),
     null, { timeout: 60_000 });
-  const shades = await page.getByTestId('generation').locator('[style]').evaluateAll((els) =>
+  const active = await page.evaluate(() => {
+    const a = document.activeElement;
+    return [a?.closest('[data-testid=generation]') ? 'generation' : a?.tagName, a?.dataset?.index, a?.dataset?.old];
+  });
+  assert.deepEqual(active, ['generation', '7', undefined], `focus after the rebuild: ${active}`);
+  const shades = await page.getByTestId('generation').locator('.tok[style]').evaluateAll((els) =>
     els.map((e) => e.style.getPropertyValue('--a')));
   console.log(`sparse generation: ${await page.getByTestId('generation-summary').textContent()}`);
   assert.ok(shades.length >= 2 * 200, `${shades.length} shaded spans`);

@@ -88,6 +88,23 @@ fn rows_html(tokens: &[TokenView], executed: bool) -> String {
     html
 }
 
+/// Replaces the rows' HTML, keeping keyboard focus on the same character: the rebuild destroys
+/// the focused span, which would throw a keyboard user back to the page's start at every
+/// evaluation. Focus elsewhere on the page is left where it is.
+fn replace_rows(rows: &HtmlElement, html: &str) {
+    let focused = document()
+        .active_element()
+        .filter(|e| rows.contains(Some(e)))
+        .and_then(|e| e.get_attribute("data-index"));
+    rows.set_inner_html(html);
+    let again = focused
+        .and_then(|i| rows.query_selector(&format!("[data-index=\"{i}\"][tabindex]")).ok()?)
+        .and_then(|span| span.dyn_into::<HtmlElement>().ok());
+    if let Some(span) = again {
+        let _ = span.focus();
+    }
+}
+
 /// The character under `ev`'s target, with its position relative to `wrapper`.
 fn hovered(ev: &web_sys::Event, wrapper: &HtmlElement, tokens: &[TokenView]) -> Option<Hover> {
     let target: Element = ev.target()?.dyn_into().ok()?;
@@ -139,7 +156,13 @@ pub fn Heatmap(
             });
         }
     });
-    let html = move || tokens.with(|t| rows_html(t, executed.get()));
+    let rows = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move || {
+        // Tracks the node too: the rows are (re)mounted when the first tokens arrive.
+        let Some(el) = rows.get() else { return };
+        let html = tokens.with(|t| rows_html(t, executed.get()));
+        replace_rows(&el, &html);
+    });
     view! {
         <div class="heatmap" data-testid=testid node_ref=wrapper>
             <Show
@@ -148,7 +171,7 @@ pub fn Heatmap(
             >
                 <div
                     class="heat-rows"
-                    inner_html=html
+                    node_ref=rows
                     on:mouseover=move |ev| show(&ev)
                     on:focusin=move |ev| show(&ev)
                     on:mouseleave=move |_| hover.set(None)
@@ -217,5 +240,50 @@ mod tests {
         assert!(html.contains("--a:0.750") && html.contains("--a:0.250"));
         let executed = rows_html(&tokens, true);
         assert!(executed.contains("--a:1.000") && executed.contains("--a:0.000"));
+    }
+
+    fn element<T: JsCast>(tag: &str) -> T {
+        let el = document().create_element(tag).expect("create element");
+        document()
+            .body()
+            .expect("body")
+            .append_child(&el)
+            .expect("attach");
+        el.dyn_into().expect("element type")
+    }
+
+    #[wasm_bindgen_test]
+    fn a_rebuild_keeps_keyboard_focus_on_the_same_character_and_takes_none() {
+        let tokens: Vec<TokenView> = "to be, or not"
+            .chars()
+            .enumerate()
+            .map(|(index, ch)| TokenView {
+                index,
+                ch,
+                p: vec![0.1 * (index % 10) as f32, 0.5],
+            })
+            .collect();
+        let rows: HtmlElement = element("div");
+        replace_rows(&rows, &rows_html(&tokens, false));
+        let span: HtmlElement = rows
+            .query_selector("[data-index=\"7\"][tabindex]")
+            .expect("selector")
+            .expect("span 7")
+            .dyn_into()
+            .expect("html element");
+        span.focus().expect("focus");
+        replace_rows(&rows, &rows_html(&tokens, true));
+        let active = document().active_element().expect("something has focus");
+        assert!(!active.is_same_node(Some(&span)), "the old span was replaced");
+        assert_eq!(active.get_attribute("data-index").as_deref(), Some("7"));
+        assert!(active.has_attribute("tabindex"), "the first router's row, reachable by Tab");
+        // Focus outside the rows stays outside.
+        let input: HtmlElement = element("input");
+        input.focus().expect("focus");
+        replace_rows(&rows, &rows_html(&tokens, false));
+        let active = document().active_element().expect("something has focus");
+        assert!(active.is_same_node(Some(&input)), "a rebuild took the focus");
+        rows.remove();
+        input.remove();
     }
 }

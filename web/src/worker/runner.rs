@@ -234,10 +234,13 @@ impl Runner {
                     steps_per_s: sps,
                     eta_s: sps.map(|s| (total - step) as f64 / s),
                 }));
-                if step % eval_every == 0 || step >= total || step == 1 {
-                    self.evaluate().await;
-                }
-                if step >= total {
+                // A model that cannot be evaluated (a device error, a failed read) stops
+                // here: training on would only overwrite the message at every evaluation.
+                let evaluated = match step % eval_every == 0 || step >= total || step == 1 {
+                    true => self.evaluate("training paused: evaluation failed").await,
+                    false => true,
+                };
+                if step >= total || !evaluated {
                     self.set_running(false);
                 }
             }
@@ -284,14 +287,21 @@ impl Runner {
 
     /// Validation numbers and the passage's routing; the passage is posted first, so a page that
     /// sees the new validation loss already shows the routing that goes with it.
-    async fn evaluate(&mut self) {
-        let Some(session) = &self.session else { return };
+    /// False (the failure reported, prefixed by `failed`) if the model could not be evaluated.
+    async fn evaluate(&mut self, failed: &str) -> bool {
+        let Some(session) = &self.session else {
+            return false;
+        };
         match session.evaluate().await {
-            Ok(numbers) => self.publish(numbers).await,
+            Ok(numbers) => {
+                self.publish(numbers).await;
+                true
+            }
             Err(e) => {
                 if !self.lost_after_failure().await {
-                    fail(format!("evaluation failed: {e}"));
+                    fail(format!("{failed}: {e}"));
                 }
+                false
             }
         }
     }
