@@ -98,7 +98,10 @@ fn replace_rows(rows: &HtmlElement, html: &str) {
         .and_then(|e| e.get_attribute("data-index"));
     rows.set_inner_html(html);
     let again = focused
-        .and_then(|i| rows.query_selector(&format!("[data-index=\"{i}\"][tabindex]")).ok()?)
+        .and_then(|i| {
+            rows.query_selector(&format!("[data-index=\"{i}\"][tabindex]"))
+                .ok()?
+        })
         .and_then(|span| span.dyn_into::<HtmlElement>().ok());
     if let Some(span) = again {
         let _ = span.focus();
@@ -222,17 +225,19 @@ mod tests {
     use super::*;
     use wasm_bindgen_test::wasm_bindgen_test;
 
+    /// One token per character of `text`, with `p(index)` at its routers.
+    fn tokens(text: &str, p: impl Fn(usize) -> Vec<f32>) -> Vec<TokenView> {
+        let token = |(index, ch)| TokenView {
+            index,
+            ch,
+            p: p(index),
+        };
+        text.chars().enumerate().map(token).collect()
+    }
+
     #[wasm_bindgen_test]
     fn rows_carry_one_span_per_character_and_router_and_escape_text() {
-        let tokens: Vec<TokenView> = "a<b\n"
-            .chars()
-            .enumerate()
-            .map(|(index, ch)| TokenView {
-                index,
-                ch,
-                p: vec![0.25, 0.75],
-            })
-            .collect();
+        let tokens = tokens("a<b\n", |_| vec![0.25, 0.75]);
         let html = rows_html(&tokens, false);
         assert_eq!(html.matches("data-testid=\"token\"").count(), 8);
         assert_eq!(html.matches("data-p=\"0.2500,0.7500\"").count(), 4);
@@ -254,15 +259,7 @@ mod tests {
 
     #[wasm_bindgen_test]
     fn a_rebuild_keeps_keyboard_focus_on_the_same_character_and_takes_none() {
-        let tokens: Vec<TokenView> = "to be, or not"
-            .chars()
-            .enumerate()
-            .map(|(index, ch)| TokenView {
-                index,
-                ch,
-                p: vec![0.1 * (index % 10) as f32, 0.5],
-            })
-            .collect();
+        let tokens = tokens("to be, or not", |i| vec![0.1 * (i % 10) as f32, 0.5]);
         let rows: HtmlElement = element("div");
         replace_rows(&rows, &rows_html(&tokens, false));
         let span: HtmlElement = rows
@@ -274,15 +271,24 @@ mod tests {
         span.focus().expect("focus");
         replace_rows(&rows, &rows_html(&tokens, true));
         let active = document().active_element().expect("something has focus");
-        assert!(!active.is_same_node(Some(&span)), "the old span was replaced");
+        assert!(
+            !active.is_same_node(Some(&span)),
+            "the old span was replaced"
+        );
         assert_eq!(active.get_attribute("data-index").as_deref(), Some("7"));
-        assert!(active.has_attribute("tabindex"), "the first router's row, reachable by Tab");
+        assert!(
+            active.has_attribute("tabindex"),
+            "the first router's row, reachable by Tab"
+        );
         // Focus outside the rows stays outside.
         let input: HtmlElement = element("input");
         input.focus().expect("focus");
         replace_rows(&rows, &rows_html(&tokens, false));
         let active = document().active_element().expect("something has focus");
-        assert!(active.is_same_node(Some(&input)), "a rebuild took the focus");
+        assert!(
+            active.is_same_node(Some(&input)),
+            "a rebuild took the focus"
+        );
         rows.remove();
         input.remove();
     }
