@@ -236,11 +236,8 @@ impl Runner {
                 }));
                 // A model that cannot be evaluated (a device error, a failed read) stops
                 // here: training on would only overwrite the message at every evaluation.
-                let evaluated = match step % eval_every == 0 || step >= total || step == 1 {
-                    true => self.evaluate("training paused: evaluation failed").await,
-                    false => true,
-                };
-                if step >= total || !evaluated {
+                let due = step % eval_every == 0 || step >= total || step == 1;
+                if (due && !self.evaluate().await) || step >= total {
                     self.set_running(false);
                 }
             }
@@ -287,8 +284,8 @@ impl Runner {
 
     /// Validation numbers and the passage's routing; the passage is posted first, so a page that
     /// sees the new validation loss already shows the routing that goes with it.
-    /// False (the failure reported, prefixed by `failed`) if the model could not be evaluated.
-    async fn evaluate(&mut self, failed: &str) -> bool {
+    /// False (the failure reported) if the model could not be evaluated.
+    async fn evaluate(&mut self) -> bool {
         let Some(session) = &self.session else {
             return false;
         };
@@ -299,7 +296,7 @@ impl Runner {
             }
             Err(e) => {
                 if !self.lost_after_failure().await {
-                    fail(format!("{failed}: {e}"));
+                    fail(format!("training paused: evaluation failed: {e}"));
                 }
                 false
             }
